@@ -1,0 +1,146 @@
+"""The ``aegis`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from bot.errors import AegisError, ConfigError
+from bot.settings import Settings, load_settings
+
+DESCRIPTION = """\
+aegis: your personal agent platform, driven from Telegram.
+
+With no configuration, `aegis up` runs everything on this machine: SQLite and an embedded Redis
+in ./.aegis, and, without AEGIS_TELEGRAM_TOKEN, a built-in Telegram emulator with a chat page.
+Settings come from AEGIS_* environment variables or a .env file; see the README."""
+
+COMMANDS = {
+    "up": (
+        "run web, worker and clock in one process (a laptop or a small VPS)",
+        "Runs the whole platform in one process. Prints the chat page's address when no bot "
+        "token is set. Stop it with Ctrl-C.",
+    ),
+    "web": (
+        "run the web process: webhook or long polling, health, emulator",
+        "The Procfile's `web`: receives Telegram updates (webhook when AEGIS_PUBLIC_URL is set, "
+        "long polling otherwise) and serves /healthz and, with no token, the emulator.",
+    ),
+    "worker": (
+        "run a worker for the background jobs",
+        "The Procfile's `worker`: runs the Dramatiq actors (deliveries, /ping, sweeps). Run "
+        "as many as you like, on as many machines as share AEGIS_REDIS_URL and the database.",
+    ),
+    "clock": (
+        "run the clock that enqueues scheduled jobs (exactly one)",
+        "The Procfile's `clock`: reads the schedules table and enqueues what is due. It never "
+        "runs the work itself. Run exactly one per deployment.",
+    ),
+    "doctor": (
+        "check the configuration and every connection",
+        "Checks settings, the data dir, the database, Redis and Telegram, and names each "
+        "problem with the setting to change. Exits 1 if anything needs fixing.",
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aegis", description=DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (summary, details) in COMMANDS.items():
+        commands.add_parser(name, help=summary, description=details)
+    db = commands.add_parser("db", help="database maintenance", description="Database commands.")
+    db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
+    db_commands.add_parser(
+        "upgrade",
+        help="apply pending migrations",
+        description="Apply pending migrations (aegis also does this at every start).",
+    )
+    totp = commands.add_parser(
+        "totp", help="the TOTP secret for pairing", description="Manage the TOTP secret."
+    )
+    totp_commands = totp.add_subparsers(dest="totp_command", metavar="TOTP_COMMAND", required=True)
+    init = totp_commands.add_parser(
+        "init",
+        help="create the secret and show its QR code",
+        description="Create the TOTP secret, print its otpauth:// URI and a QR code to scan. "
+        "Then send /pair CODE to the bot from each account that should be an owner.",
+    )
+    init.add_argument("--rotate", action="store_true", help="replace an existing secret")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        return dispatch(args, settings)
+    except ConfigError as exc:
+        print(f"aegis: configuration problem: {exc}", file=sys.stderr)
+        return 2
+    except AegisError as exc:
+        print(f"aegis: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"aegis: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    from aegis import processes
+    from aegis.runtime import setup_logging
+
+    setup_logging(settings)
+    if args.command in ("up", "web"):
+        settings.check_bind()
+    if args.command == "up":
+        return processes.run_async_process("up", settings, processes.serve_up)
+    if args.command == "web":
+        return processes.run_async_process("web", settings, processes.serve_web)
+    if args.command == "clock":
+        return processes.run_async_process("clock", settings, processes.serve_clock)
+    if args.command == "worker":
+        return processes.run_worker_process(settings)
+    if args.command == "doctor":
+        return run_doctor(settings)
+    if args.command == "db":
+        return run_db_upgrade(settings)
+    from aegis.totp import init_totp
+
+    return init_totp(settings, rotate=args.rotate, out=sys.stdout)
+
+
+def run_doctor(settings: Settings) -> int:
+    from aegis.doctor import diagnose
+
+    findings = asyncio.run(diagnose(settings))
+    for finding in findings:
+        print(f"{'ok ' if finding.ok else 'FIX'}  {finding.text}")
+    problems = sum(not finding.ok for finding in findings)
+    print(f"\n{problems} problem(s) found." if problems else "\nAll good.")
+    return 1 if problems else 0
+
+
+def run_db_upgrade(settings: Settings) -> int:
+    from aegis.runtime import open_store
+    from bot import migrate
+
+    async def upgrade() -> list[str]:
+        store = await open_store(settings)
+        try:
+            return await migrate.upgrade(store)
+        finally:
+            await store.close()
+
+    applied = asyncio.run(upgrade())
+    print(f"Applied {', '.join(applied)}." if applied else "The schema is up to date.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""``aegis doctor``: checks the configuration and every connection, and names each problem in a
+sentence with the setting to change."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+import redis
+from telegram.error import InvalidToken, NetworkError, TelegramError
+
+from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
+from bot import migrate
+from bot.errors import StoreError
+from bot.secrets import SecretFiles
+from bot.settings import Settings, is_loopback
+from bot.store import Store
+from handlers.botapi import make_bot
+
+
+@dataclass(frozen=True)
+class Finding:
+    ok: bool
+    text: str
+
+
+async def diagnose(settings: Settings) -> list[Finding]:
+    findings = [_data_dir(settings), _bind(settings), *_telegram_settings(settings)]
+    findings.append(await _database(settings))
+    findings.append(_redis(settings))
+    if settings.telegram_token is not None:
+        findings.append(await _telegram(settings))
+    findings.append(_totp(settings))
+    return findings
+
+
+def _data_dir(settings: Settings) -> Finding:
+    try:
+        directory = settings.ensure_data_dir()
+    except OSError as exc:
+        return Finding(False, f"Cannot create the data dir: {exc}. Set AEGIS_DATA_DIR.")
+    if not os.access(directory, os.W_OK):
+        return Finding(False, f"The data dir {directory} is not writable. Set AEGIS_DATA_DIR.")
+    return Finding(True, f"Data dir {directory.resolve()} is writable.")
+
+
+def _bind(settings: Settings) -> Finding:
+    if is_loopback(settings.host):
+        return Finding(True, f"Web server will listen on {settings.web_url} (loopback only).")
+    if settings.allow_public_bind:
+        return Finding(True, f"Web server will listen on {settings.web_url}, beyond loopback.")
+    return Finding(
+        False,
+        f"AEGIS_HOST={settings.host} is not loopback; set AEGIS_ALLOW_PUBLIC_BIND=true to "
+        "allow it, or put a reverse proxy in front and keep AEGIS_HOST=127.0.0.1.",
+    )
+
+
+def _telegram_settings(settings: Settings) -> list[Finding]:
+    if settings.telegram_token is None:
+        return [Finding(True, "No AEGIS_TELEGRAM_TOKEN: the built-in emulator and chat page.")]
+    findings = []
+    if not settings.owner_ids:
+        findings.append(
+            Finding(
+                False,
+                "AEGIS_OWNER_IDS is empty: nobody can use the bot until an account pairs. Set it "
+                "to your Telegram user id, or run `aegis totp init` and send /pair CODE.",
+            )
+        )
+    if settings.public_url and not settings.public_url.startswith("https://"):
+        findings.append(
+            Finding(False, "AEGIS_PUBLIC_URL must start with https:// (Telegram requires it).")
+        )
+    return findings
+
+
+async def _database(settings: Settings) -> Finding:
+    store = Store(settings.effective_database_url)
+    try:
+        pending = await migrate.pending_revisions(store)
+    except StoreError as exc:
+        return Finding(False, f"{exc}. Check AEGIS_DATABASE_URL.")
+    except ModuleNotFoundError as exc:
+        return Finding(
+            False, f"The database driver {exc.name} is missing: pip install 'aegis[postgres]'."
+        )
+    finally:
+        await store.close()
+    if pending:
+        return Finding(
+            True, f"{store.describe()}: {len(pending)} migration(s) to apply at start-up."
+        )
+    return Finding(True, f"{store.describe()}: reachable, schema up to date.")
+
+
+def _redis(settings: Settings) -> Finding:
+    if settings.redis_url is None:
+        embedded = EmbeddedRedis(settings.data_dir)
+        state = "running" if embedded.is_running() else "starts with aegis"
+        return Finding(True, f"Embedded Redis ({state}); set AEGIS_REDIS_URL for a server.")
+    try:
+        redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
+    except (redis.RedisError, ValueError) as exc:
+        return Finding(
+            False,
+            f"Cannot reach Redis at {describe_redis_url(settings.redis_url)} "
+            f"({type(exc).__name__}). Check AEGIS_REDIS_URL.",
+        )
+    return Finding(True, f"{describe_redis_url(settings.redis_url)} answers.")
+
+
+async def _telegram(settings: Settings) -> Finding:
+    bot = make_bot(settings)
+    try:
+        me = await asyncio.wait_for(bot.get_me(), timeout=15)
+    except InvalidToken:
+        return Finding(False, "Telegram refused the token. Check AEGIS_TELEGRAM_TOKEN.")
+    except (NetworkError, TimeoutError) as exc:
+        return Finding(
+            False,
+            f"Cannot reach the Bot API ({type(exc).__name__}). Check the network or "
+            "AEGIS_TELEGRAM_API_URL.",
+        )
+    except TelegramError as exc:
+        return Finding(False, f"The Bot API answered with an error: {exc.message}.")
+    finally:
+        await bot.shutdown()
+    return Finding(True, f"Telegram knows the bot as @{me.username}.")
+
+
+def _totp(settings: Settings) -> Finding:
+    if SecretFiles(settings.data_dir).get("totp") is None:
+        return Finding(True, "No TOTP secret yet: run `aegis totp init` to pair other accounts.")
+    return Finding(True, "TOTP secret present: /pair CODE works.")

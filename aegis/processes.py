@@ -1,0 +1,111 @@
+"""The processes of the Procfile (web, worker, clock) and ``up``, which runs all three at once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+
+import dramatiq
+from aiohttp import web
+
+from aegis.clock import run_clock
+from aegis.runtime import RedisTarget, make_enqueue, open_broker, open_store, resolve_redis
+from aegis.web import create_web_app
+from bot.settings import Settings
+from handlers.botapi import chat_page_url
+
+logger = logging.getLogger(__name__)
+WORKER_TIMEOUT_MS = 100  # how long an idle consumer waits between polls of Redis
+
+
+async def serve_web(settings: Settings, target: RedisTarget, stop: asyncio.Event) -> None:
+    broker = open_broker(settings, target)
+    app = create_web_app(settings, broker, target.description)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    _announce(settings)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def start_worker(settings: Settings, target: RedisTarget) -> dramatiq.Worker:
+    broker = open_broker(settings, target)
+    worker = dramatiq.Worker(
+        broker, worker_threads=settings.worker_threads, worker_timeout=WORKER_TIMEOUT_MS
+    )
+    worker.start()
+    return worker
+
+
+async def serve_clock(settings: Settings, target: RedisTarget, stop: asyncio.Event) -> None:
+    broker = open_broker(settings, target)
+    store = await open_store(settings)
+    try:
+        await run_clock(store, make_enqueue(broker), stop)
+    finally:
+        await store.close()
+
+
+async def serve_up(settings: Settings, target: RedisTarget, stop: asyncio.Event) -> None:
+    """Web, worker and clock in one process: a laptop or a 1 GB VPS."""
+    store = await open_store(settings)  # migrate once, before the three start
+    await store.close()
+    worker = await asyncio.to_thread(start_worker, settings, target)
+    try:
+        await asyncio.gather(serve_web(settings, target, stop), serve_clock(settings, target, stop))
+    finally:
+        await asyncio.to_thread(worker.stop)
+
+
+def run_async_process(name: str, settings: Settings, serve) -> int:
+    """Run one of the serve_* coroutines until SIGINT or SIGTERM."""
+    target = resolve_redis(settings)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(settings, target, stop)
+
+    try:
+        asyncio.run(main())
+    finally:
+        if target.started_here and name == "up":
+            target.embedded.stop()
+    return 0
+
+
+def run_worker_process(settings: Settings) -> int:
+    target = resolve_redis(settings)
+    asyncio.run(_migrate_only(settings))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    worker = start_worker(settings, target)
+    logger.info("worker running with %d threads on %s", settings.worker_threads, target.description)
+    while not stop.is_set():
+        stop.wait(1.0)
+    worker.stop()
+    return 0
+
+
+async def _migrate_only(settings: Settings) -> None:
+    store = await open_store(settings)
+    await store.close()
+
+
+def _announce(settings: Settings) -> None:
+    logger.info("web server on %s", settings.web_url)
+    if settings.uses_emulator:
+        print(
+            "\n  aegis is running with the built-in Telegram emulator (no AEGIS_TELEGRAM_TOKEN).\n"
+            f"  Open the chat page: {chat_page_url(settings)}\n",
+            flush=True,
+        )

@@ -1,0 +1,237 @@
+"""``aegis web``: the aiohttp server with the Telegram webhook (or long polling), health, and,
+with no bot token, the built-in Bot API emulator and its chat page under ``/emulator``."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from dramatiq.brokers.redis import RedisBroker
+from telegram import Bot, Update
+from telegram.error import InvalidToken, NetworkError
+
+from aegis.runtime import make_enqueue, make_queue_depths, open_store
+from bot.callbacks import CallbackSigner
+from bot.codes import CodeVerifier
+from bot.errors import StoreError, TransportError
+from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
+from bot.outbox import Outbox
+from bot.owners import Owners
+from bot.runs import Runs
+from bot.secrets import SecretFiles
+from bot.settings import Settings
+from bot.timeutil import now
+from bot.updates import UpdateLog
+from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
+from handlers.application import BOT_COMMANDS, build_application
+from handlers.botapi import EMULATOR_PREFIX, bot_token, emulator_key, make_bot
+from handlers.intake import Intake
+from handlers.services import Services
+
+logger = logging.getLogger(__name__)
+WEBHOOK_PATH = "/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 (a header name)
+
+
+@dataclass
+class WebContext:
+    """What the web process holds while it runs; created inside its event loop."""
+
+    settings: Settings
+    broker: RedisBroker
+    broker_description: str
+    webhook_secret: str | None = None
+    services: Services | None = None
+    intake: Intake | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    background: set[asyncio.Task] = field(default_factory=set)
+
+
+WEB = web.AppKey("web", WebContext)
+EMULATOR = web.AppKey("emulator", EmulatorState)
+
+
+def create_web_app(
+    settings: Settings, broker: RedisBroker, broker_description: str
+) -> web.Application:
+    app = web.Application(client_max_size=settings.webhook_max_bytes)
+    context = WebContext(settings, broker, broker_description)
+    if settings.public_url:
+        context.webhook_secret = SecretFiles(settings.data_dir).get_or_create("webhook-secret")
+    app[WEB] = context
+    app.router.add_post(WEBHOOK_PATH, telegram_webhook)
+    app.router.add_get("/healthz", health)
+    app.router.add_get("/", index)
+    if settings.uses_emulator:
+        state = EmulatorState()
+        app[EMULATOR] = state
+        emulator = create_emulator_app(
+            state, token=bot_token(settings), control_key=emulator_key(settings)
+        )
+        app.add_subapp(EMULATOR_PREFIX, emulator)
+    app.cleanup_ctx.append(telegram_context)
+    return app
+
+
+async def telegram_context(app: web.Application) -> AsyncIterator[None]:
+    context = app[WEB]
+    settings = context.settings
+    store = await open_store(settings)
+    bot = make_bot(settings, read_timeout=40.0)
+    services = _services(settings, store, context)
+    application = build_application(bot, services)
+    context.services = services
+    context.intake = Intake(application, UpdateLog(store, bot_id(bot)))
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(_run_telegram(context, application, bot, stop)),
+        asyncio.create_task(_beat(Heartbeats(store), "web", stop)),
+    ]
+    yield
+    stop.set()
+    await _finish(tasks + list(context.background))
+    if context.ready.is_set():
+        await application.shutdown()
+    await bot.shutdown()
+    await store.close()
+
+
+def _services(settings: Settings, store, context: WebContext) -> Services:
+    files = SecretFiles(settings.data_dir)
+    totp_secret = files.get("totp")
+    owner_ids = set(settings.owner_ids)
+    if settings.uses_emulator:
+        owner_ids.add(DEFAULT_USER["id"])
+    return Services(
+        settings=settings,
+        store=store,
+        owners=Owners(store, owner_ids),
+        outbox=Outbox(store, file_over_chars=settings.outbox_file_over_chars),
+        runs=Runs(store),
+        heartbeats=Heartbeats(store),
+        signer=CallbackSigner(files.get_or_create("callback-key").encode()),
+        enqueue=make_enqueue(context.broker),
+        queue_depths=make_queue_depths(context.broker),
+        broker_description=context.broker_description,
+        verifier=CodeVerifier(store, totp_secret) if totp_secret else None,
+    )
+
+
+def bot_id(bot: Bot) -> int:
+    return int(bot.token.split(":", 1)[0])
+
+
+async def _run_telegram(context: WebContext, application, bot: Bot, stop: asyncio.Event) -> None:
+    """Connect to the Bot API (retrying until it answers), then poll or register the webhook."""
+    delay = 0.05
+    while not stop.is_set():
+        try:
+            await application.initialize()
+            await bot.set_my_commands(BOT_COMMANDS)
+            break
+        except InvalidToken:
+            logger.error("the Bot API refused the token; check AEGIS_TELEGRAM_TOKEN")
+            return
+        except NetworkError as exc:
+            logger.warning("Bot API not reachable yet: %s", exc)
+            await _sleep(stop, delay)
+            delay = min(delay * 2, 30)
+    if stop.is_set():
+        return
+    context.ready.set()
+    retries = asyncio.create_task(context.intake.run_retries(stop))
+    context.background.add(retries)
+    settings = context.settings
+    if settings.public_url:
+        url = settings.public_url.rstrip("/") + WEBHOOK_PATH
+        await bot.set_webhook(
+            url, secret_token=context.webhook_secret, allowed_updates=Update.ALL_TYPES
+        )
+        logger.info("webhook registered at %s", url)
+        return
+    await bot.delete_webhook()
+    logger.info(
+        "long polling %s", "the built-in emulator" if settings.uses_emulator else "Telegram"
+    )
+    await context.intake.poll(bot, stop)
+
+
+async def telegram_webhook(request: web.Request) -> web.Response:
+    context = request.app[WEB]
+    # The secret is checked before the body is read, so a stranger cannot make us parse it.
+    given = request.headers.get(SECRET_HEADER, "")
+    if context.webhook_secret is None or not hmac.compare_digest(
+        given.encode(), context.webhook_secret.encode()
+    ):
+        return web.json_response({"error": "forbidden"}, status=403)
+    try:
+        body = await request.read()
+        payload = json.loads(body.decode("utf-8"))
+        new = await context.intake.accept(payload)
+    except web.HTTPRequestEntityTooLarge:
+        return web.json_response({"error": "body too large"}, status=413)
+    except (UnicodeDecodeError, ValueError, TransportError) as exc:
+        return web.json_response({"error": f"not an update: {exc}"[:200]}, status=400)
+    except StoreError:
+        logger.warning("webhook update not recorded (database down); Telegram will resend it")
+        return web.json_response({"error": "try again"}, status=503)
+    if new and context.ready.is_set():
+        task = asyncio.create_task(context.intake.handle(payload))
+        context.background.add(task)
+        task.add_done_callback(context.background.discard)
+    return web.Response(status=200)
+
+
+async def health(request: web.Request) -> web.Response:
+    context = request.app[WEB]
+    checks = {"telegram": context.ready.is_set(), "database": await _database_ok(context)}
+    return web.json_response({"ok": all(checks.values()), **checks}, status=200)
+
+
+async def index(request: web.Request) -> web.Response:
+    return web.Response(
+        text="aegis is running. The chat page's address (with its key) is printed in the "
+        "terminal that started aegis; `aegis doctor` checks the set-up.\n"
+    )
+
+
+async def _database_ok(context: WebContext) -> bool:
+    if context.services is None:
+        return False
+    try:
+        await context.services.store.ping()
+        return True
+    except StoreError:
+        return False
+
+
+async def _beat(heartbeats: Heartbeats, kind: str, stop: asyncio.Event) -> None:
+    process, started = process_id(kind), now()
+    while not stop.is_set():
+        try:
+            await heartbeats.beat(process, kind, started)
+        except StoreError as exc:
+            logger.warning("heartbeat skipped: %s", exc)
+        await _sleep(stop, BEAT_EVERY.total_seconds())
+    try:
+        await heartbeats.stop(process)
+    except StoreError:
+        pass
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        pass
+
+
+async def _finish(tasks: list[asyncio.Task], grace: float = 5.0) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks, timeout=grace) if tasks else None

@@ -1,0 +1,65 @@
+"""Which processes are alive: each writes a heartbeat row every few seconds."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, insert, select, update
+
+from bot.store import Store
+from bot.tables import heartbeats
+from bot.timeutil import now
+
+BEAT_EVERY = timedelta(seconds=10)
+ALIVE_WITHIN = timedelta(seconds=35)
+FORGET_AFTER = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Process:
+    process_id: str
+    kind: str
+    started_at: datetime
+    seen_at: datetime
+
+
+def process_id(kind: str) -> str:
+    return f"{kind}@{socket.gethostname()}:{os.getpid()}"
+
+
+class Heartbeats:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def beat(self, process: str, kind: str, started_at: datetime) -> None:
+        moment = now()
+        async with self.store.write() as conn:
+            seen = await conn.execute(
+                update(heartbeats).where(heartbeats.c.process_id == process).values(seen_at=moment)
+            )
+            if seen.rowcount == 0:
+                await conn.execute(
+                    insert(heartbeats).values(
+                        process_id=process, kind=kind, started_at=started_at, seen_at=moment
+                    )
+                )
+            await conn.execute(
+                delete(heartbeats).where(heartbeats.c.seen_at < moment - FORGET_AFTER)
+            )
+
+    async def stop(self, process: str) -> None:
+        async with self.store.write() as conn:
+            await conn.execute(delete(heartbeats).where(heartbeats.c.process_id == process))
+
+    async def alive(self) -> list[Process]:
+        query = (
+            select(heartbeats)
+            .where(heartbeats.c.seen_at > now() - ALIVE_WITHIN)
+            .order_by(heartbeats.c.kind, heartbeats.c.started_at)
+        )
+        async with self.store.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [Process(r.process_id, r.kind, r.started_at, r.seen_at) for r in rows]

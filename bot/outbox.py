@@ -1,0 +1,229 @@
+"""The outbox: every message the bot sends is a row here first, then a delivery job sends it.
+
+So a Telegram outage delays messages instead of losing them. A row is one logical message: a
+text too long for one Telegram message is split at line boundaries into parts, or becomes a
+file past ``file_over_chars``. A delivery job claims a row with a lease (a crashed worker's row
+is picked up again when the lease runs out), records each part's Telegram message id as it
+goes, so a rerun resumes after the last part sent instead of repeating it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from bot.store import Store
+from bot.tables import outbox
+from bot.timeutil import now
+
+TELEGRAM_TEXT_LIMIT = 4096
+LEASE = timedelta(seconds=60)
+
+
+class OutboxStatus(enum.StrEnum):
+    PENDING = "pending"
+    SENDING = "sending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class OutboxKind(enum.StrEnum):
+    TEXT = "text"
+    DOCUMENT = "document"
+
+
+@dataclass
+class OutgoingMessage:
+    id: int
+    chat_id: int
+    kind: OutboxKind
+    parts: list[str]
+    reply_markup: dict[str, Any] | None
+    reply_to_message_id: int | None
+    parts_sent: int
+    telegram_message_ids: list[int]
+    attempts: int
+
+
+def split_text(text: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[str]:
+    """Split at line boundaries into parts of at most ``limit`` characters, none empty."""
+    parts: list[str] = []
+    current = ""
+    for line in text.splitlines(keepends=True):
+        while len(line) > limit:
+            cut = _cut_point(line, limit)
+            parts, current = _flush(parts, current), ""
+            parts.append(line[:cut])
+            line = line[cut:]
+        if len(current) + len(line) > limit:
+            parts, current = _flush(parts, current), ""
+        current += line
+    return _flush(parts, current) or [text[:limit]]
+
+
+def _cut_point(line: str, limit: int) -> int:
+    space = line.rfind(" ", limit // 2, limit)
+    return space + 1 if space > 0 else limit
+
+
+def _flush(parts: list[str], current: str) -> list[str]:
+    if current.strip():
+        parts.append(current.rstrip("\n"))
+    return parts
+
+
+class Outbox:
+    """Queue messages for delivery and track each one to the end."""
+
+    def __init__(self, store: Store, *, file_over_chars: int = 12_000) -> None:
+        self.store = store
+        self.file_over_chars = file_over_chars
+
+    async def put(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        reply_markup: dict[str, Any] | None = None,
+        reply_to_message_id: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> tuple[int, bool]:
+        """Queue a message; returns its id and whether it is new (a repeated key is not)."""
+        if not text.strip():
+            raise ValueError("an outgoing message needs some text")
+        is_file = len(text) > self.file_over_chars
+        row = {
+            "chat_id": chat_id,
+            "idempotency_key": idempotency_key,
+            "kind": OutboxKind.DOCUMENT if is_file else OutboxKind.TEXT,
+            "parts": [text] if is_file else split_text(text),
+            "reply_markup": reply_markup,
+            "reply_to_message_id": reply_to_message_id,
+            "status": OutboxStatus.PENDING,
+            "parts_sent": 0,
+            "telegram_message_ids": [],
+            "attempts": 0,
+            "created_at": now(),
+        }
+        try:
+            async with self.store.write() as conn:
+                result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
+                return result.scalar_one(), True
+        except IntegrityError:
+            if idempotency_key is None:
+                raise
+            return await self._id_for_key(idempotency_key), False
+
+    async def claim(self, message_id: int) -> OutgoingMessage | None:
+        """Take the row for sending, unless it is done or another delivery holds its lease."""
+        moment = now()
+        claimable = or_(
+            outbox.c.status == OutboxStatus.PENDING,
+            and_(outbox.c.status == OutboxStatus.SENDING, outbox.c.lease_until < moment),
+        )
+        async with self.store.write() as conn:
+            result = await conn.execute(
+                update(outbox)
+                .where(outbox.c.id == message_id, claimable)
+                .values(
+                    status=OutboxStatus.SENDING,
+                    lease_until=moment + LEASE,
+                    attempts=outbox.c.attempts + 1,
+                )
+                .returning(*outbox.c)
+            )
+            row = result.first()
+        return _message(row) if row else None
+
+    async def is_blocked_by_older(self, message: OutgoingMessage) -> bool:
+        """True while an older message to the same chat is still undelivered (keeps order)."""
+        query = select(func.count()).where(
+            outbox.c.chat_id == message.chat_id,
+            outbox.c.id < message.id,
+            outbox.c.status.in_([OutboxStatus.PENDING, OutboxStatus.SENDING]),
+        )
+        async with self.store.read() as conn:
+            return (await conn.execute(query)).scalar_one() > 0
+
+    async def record_part(self, message: OutgoingMessage, telegram_message_id: int) -> None:
+        ids = [*message.telegram_message_ids, telegram_message_id]
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(outbox)
+                .where(outbox.c.id == message.id)
+                .values(parts_sent=len(ids), telegram_message_ids=ids, lease_until=now() + LEASE)
+            )
+        message.telegram_message_ids = ids
+        message.parts_sent = len(ids)
+
+    async def mark_sent(self, message_id: int) -> None:
+        await self._finish(message_id, OutboxStatus.SENT, None, sent_at=now())
+
+    async def mark_failed(self, message_id: int, error: str) -> None:
+        await self._finish(message_id, OutboxStatus.FAILED, error)
+
+    async def release(self, message_id: int, error: str | None = None) -> None:
+        """Give the row back for a later attempt (rate limit, 429, network trouble)."""
+        await self._finish(message_id, OutboxStatus.PENDING, error, lease_until=None)
+
+    async def due_for_retry(self, *, older_than: timedelta, limit: int = 100) -> list[int]:
+        """Rows a delivery should have sent by now: pending for a while, or a lapsed lease."""
+        moment = now()
+        query = (
+            select(outbox.c.id)
+            .where(
+                or_(
+                    and_(
+                        outbox.c.status == OutboxStatus.PENDING,
+                        outbox.c.created_at < moment - older_than,
+                    ),
+                    and_(outbox.c.status == OutboxStatus.SENDING, outbox.c.lease_until < moment),
+                )
+            )
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
+        async with self.store.read() as conn:
+            return list((await conn.execute(query)).scalars())
+
+    async def get(self, message_id: int) -> dict[str, Any] | None:
+        async with self.store.read() as conn:
+            row = (await conn.execute(select(outbox).where(outbox.c.id == message_id))).first()
+        return dict(row._mapping) if row else None
+
+    async def counts(self) -> dict[str, int]:
+        query = select(outbox.c.status, func.count()).group_by(outbox.c.status)
+        async with self.store.read() as conn:
+            return {status: count for status, count in (await conn.execute(query)).all()}
+
+    async def _finish(self, message_id: int, status: str, error: str | None, **values: Any) -> None:
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(outbox)
+                .where(outbox.c.id == message_id)
+                .values(status=status, last_error=error and error[:1000], **values)
+            )
+
+    async def _id_for_key(self, key: str) -> int:
+        async with self.store.read() as conn:
+            query = select(outbox.c.id).where(outbox.c.idempotency_key == key)
+            return (await conn.execute(query)).scalar_one()
+
+
+def _message(row: Any) -> OutgoingMessage:
+    return OutgoingMessage(
+        id=row.id,
+        chat_id=row.chat_id,
+        kind=OutboxKind(row.kind),
+        parts=list(row.parts),
+        reply_markup=row.reply_markup,
+        reply_to_message_id=row.reply_to_message_id,
+        parts_sent=row.parts_sent,
+        telegram_message_ids=list(row.telegram_message_ids),
+        attempts=row.attempts,
+    )

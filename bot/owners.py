@@ -1,0 +1,101 @@
+"""Who may use the bot: ``AEGIS_OWNER_IDS`` plus accounts paired with a TOTP code.
+
+Everyone else is an unknown sender: recorded, refused at most once an hour, and nothing they
+send reaches a handler. The gate itself (``handlers/gate.py``) asks this module.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import timedelta
+
+from sqlalchemy import insert, select, update
+
+from bot.codes import CodeVerifier
+from bot.store import Store
+from bot.tables import owners, unknown_senders
+from bot.timeutil import now
+
+REFUSAL_INTERVAL = timedelta(hours=1)
+PAIRED_CACHE_SECONDS = 5.0
+
+
+class Owners:
+    """The owner list, with paired accounts cached briefly (the gate asks on every update)."""
+
+    def __init__(self, store: Store, configured: Iterable[int]) -> None:
+        self.store = store
+        self.configured = frozenset(configured)
+        self._paired: frozenset[int] = frozenset()
+        self._paired_loaded_at = float("-inf")
+
+    async def is_owner(self, user_id: int | None) -> bool:
+        if user_id is None:
+            return False
+        if user_id in self.configured:
+            return True
+        return user_id in await self._paired_ids()
+
+    async def all_ids(self) -> frozenset[int]:
+        return self.configured | await self._paired_ids()
+
+    async def pair(
+        self, user_id: int, display_name: str, code: str, verifier: CodeVerifier
+    ) -> bool:
+        """Make the account an owner if the code is good; False if it already was one."""
+        if await self.is_owner(user_id):
+            return False
+        await verifier.verify(user_id, code, purpose="pair")
+        async with self.store.write() as conn:
+            await conn.execute(
+                insert(owners).values(
+                    user_id=user_id, display_name=display_name[:200], paired_at=now()
+                )
+            )
+        self._paired_loaded_at = float("-inf")
+        return True
+
+    async def note_unknown(self, user_id: int, display_name: str) -> bool:
+        """Record an update from a stranger; True when they are due their (hourly) refusal."""
+        moment = now()
+        async with self.store.write() as conn:
+            seen = await conn.execute(
+                update(unknown_senders)
+                .where(unknown_senders.c.user_id == user_id)
+                .values(
+                    last_seen_at=moment,
+                    updates_seen=unknown_senders.c.updates_seen + 1,
+                    display_name=display_name[:200],
+                )
+            )
+            if seen.rowcount == 0:
+                await conn.execute(
+                    insert(unknown_senders).values(
+                        user_id=user_id,
+                        display_name=display_name[:200],
+                        first_seen_at=moment,
+                        last_seen_at=moment,
+                        updates_seen=1,
+                        last_refused_at=moment,
+                    )
+                )
+                return True
+            refused = await conn.execute(
+                update(unknown_senders)
+                .where(
+                    unknown_senders.c.user_id == user_id,
+                    (unknown_senders.c.last_refused_at.is_(None))
+                    | (unknown_senders.c.last_refused_at < moment - REFUSAL_INTERVAL),
+                )
+                .values(last_refused_at=moment)
+            )
+            return refused.rowcount == 1
+
+    async def _paired_ids(self) -> frozenset[int]:
+        if time.monotonic() - self._paired_loaded_at > PAIRED_CACHE_SECONDS:
+            async with self.store.read() as conn:
+                rows = await conn.execute(select(owners.c.user_id))
+            self._paired = frozenset(row.user_id for row in rows)
+            self._paired_loaded_at = time.monotonic()
+        return self._paired

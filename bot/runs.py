@@ -1,0 +1,74 @@
+"""Runs: every job writes a row saying what ran, when, how it ended and what it changed.
+
+"Completed" with an empty summary is a finding, not a success: readers look at the numbers.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select
+
+from bot.store import Store
+from bot.tables import runs
+from bot.timeutil import now
+
+
+class RunStatus(enum.StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    PARKED = "parked"
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    job: str
+    status: str
+    summary: dict[str, Any]
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class Runs:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def record(
+        self,
+        *,
+        job: str,
+        message_id: str,
+        status: RunStatus,
+        started_at: datetime,
+        summary: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        async with self.store.write() as conn:
+            await conn.execute(
+                insert(runs).values(
+                    job=job,
+                    message_id=message_id,
+                    status=status,
+                    summary=summary or {},
+                    error=error and error[:2000],
+                    started_at=started_at,
+                    finished_at=now(),
+                )
+            )
+
+    async def latest(self, limit: int = 10, *, exclude_jobs: tuple[str, ...] = ()) -> list[Run]:
+        query = select(runs).order_by(runs.c.id.desc()).limit(limit)
+        if exclude_jobs:
+            query = query.where(runs.c.job.not_in(exclude_jobs))
+        async with self.store.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            Run(r.id, r.job, r.status, r.summary, r.error, r.started_at, r.finished_at)
+            for r in rows
+        ]

@@ -1,0 +1,83 @@
+"""Schedules are rows; the clock enqueues what is due and never runs the work itself.
+
+A schedule that came due while nothing was running (downtime) runs once when the clock returns,
+never a burst: the next run is set from the moment it was enqueued, not from when it was due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import insert, select, update
+
+from bot.store import Store
+from bot.tables import schedules
+from bot.timeutil import now
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str
+    actor: str
+    interval_seconds: int
+
+
+# The platform's own upkeep; later, aegis.yaml adds the user's schedules to these.
+BUILTIN_SCHEDULES = (Schedule("outbox-sweep", "sweep_outbox", 30),)
+
+
+class Schedules:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def seed(self, wanted: Iterable[Schedule]) -> None:
+        """Add schedules that are missing; an existing row keeps its on/off switch."""
+        async with self.store.write() as conn:
+            existing = set((await conn.execute(select(schedules.c.name))).scalars())
+            for schedule in wanted:
+                if schedule.name in existing:
+                    continue
+                await conn.execute(
+                    insert(schedules).values(
+                        name=schedule.name,
+                        actor=schedule.actor,
+                        interval_seconds=schedule.interval_seconds,
+                        enabled=True,
+                        next_run_at=now(),
+                    )
+                )
+
+    async def enqueue_due(self, enqueue: Callable[[str, str], Awaitable[None]]) -> list[str]:
+        """Enqueue every schedule that is due, each at most once; returns their names.
+
+        The row moves to its next time in the same transaction as the enqueue, so a broker
+        outage leaves it due, and two clocks by mistake cannot both enqueue it.
+        """
+        moment = now()
+        enqueued = []
+        async with self.store.write() as conn:
+            due = await conn.execute(
+                select(schedules).where(schedules.c.enabled, schedules.c.next_run_at <= moment)
+            )
+            for row in due.all():
+                await conn.execute(
+                    update(schedules)
+                    .where(schedules.c.name == row.name)
+                    .values(
+                        next_run_at=moment + timedelta(seconds=row.interval_seconds),
+                        last_enqueued_at=moment,
+                    )
+                )
+                await enqueue(row.actor, row.name)
+                enqueued.append(row.name)
+        return enqueued
+
+    async def seconds_until_next(self, *, ceiling: float = 5.0) -> float:
+        query = select(schedules.c.next_run_at).where(schedules.c.enabled)
+        async with self.store.read() as conn:
+            times = list((await conn.execute(query)).scalars())
+        if not times:
+            return ceiling
+        return max(0.0, min(ceiling, (min(times) - now()).total_seconds()))

@@ -1,0 +1,133 @@
+"""Settings: declared once, typed, read from the environment (and ``.env``) once, then passed in.
+
+The names are fixed by the design (``AEGIS_*``). Nothing else in aegis reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from bot.errors import ConfigError
+
+LOOPBACK_HOSTS = {"localhost"}
+
+
+class Settings(BaseSettings):
+    """Everything aegis can be told through ``AEGIS_*`` variables."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AEGIS_", env_file=".env", extra="ignore", validate_default=True
+    )
+
+    data_dir: Path = Field(
+        Path(".aegis"), description="SQLite file, embedded Redis socket, secrets, logs."
+    )
+    database_url: str | None = Field(
+        None, description="Any SQLAlchemy async URL; default: SQLite in the data dir."
+    )
+    redis_url: str | None = Field(
+        None, description="Broker and short-lived state; default: an embedded Redis."
+    )
+    telegram_token: SecretStr | None = Field(
+        None, description="The bot token from BotFather; default: the local emulator."
+    )
+    telegram_api_url: str | None = Field(
+        None, description="Bot API base URL, token appended (PTB's base_url)."
+    )
+    owner_ids: Annotated[frozenset[int], NoDecode] = Field(
+        frozenset(), description="Telegram user ids allowed to use the bot, comma-separated."
+    )
+    public_url: str | None = Field(
+        None, description="Set it and the bot registers a webhook instead of long polling."
+    )
+    host: str = Field("127.0.0.1", description="Web server address.")
+    port: int = Field(8742, description="Web server port.")
+    mcp_port: int = Field(8743, description="MCP server port, loopback only.")
+    allow_public_bind: bool = Field(
+        False, description="Must be true to bind AEGIS_HOST to anything but loopback."
+    )
+    webhook_max_bytes: int = Field(1_048_576, description="Largest webhook body accepted.")
+    outbox_per_chat_per_second: int = Field(
+        1, description="Messages per second to one chat (Telegram asks for about 1)."
+    )
+    outbox_global_per_second: int = Field(
+        30, description="Messages per second across all chats (Telegram allows about 30)."
+    )
+    outbox_file_over_chars: int = Field(
+        12_000, description="Texts longer than this are sent as a file instead of split."
+    )
+    worker_threads: int = Field(4, description="Threads in each worker process.")
+    log_level: str = Field("INFO", description="Python logging level.")
+
+    @field_validator("owner_ids", mode="before")
+    @classmethod
+    def _parse_owner_ids(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        try:
+            return frozenset(int(part) for part in value.replace(" ", "").split(",") if part)
+        except ValueError:
+            raise ValueError("must be Telegram user ids separated by commas") from None
+
+    @property
+    def uses_emulator(self) -> bool:
+        return self.telegram_token is None
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "aegis.sqlite3"
+
+    @property
+    def effective_database_url(self) -> str:
+        return self.database_url or f"sqlite+aiosqlite:///{self.sqlite_path.resolve()}"
+
+    @property
+    def web_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def check_bind(self) -> None:
+        """Refuse to listen beyond loopback unless the operator asked for it explicitly."""
+        if is_loopback(self.host) or self.allow_public_bind:
+            return
+        raise ConfigError(
+            f"AEGIS_HOST={self.host} is not a loopback address; set AEGIS_ALLOW_PUBLIC_BIND=true "
+            "to serve the webhook and console beyond this machine."
+        )
+
+    def ensure_data_dir(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self.data_dir
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment once; a bad value becomes a ConfigError naming the variable."""
+    try:
+        return Settings(**overrides)
+    except ValueError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if errors is None:
+        return str(exc)
+    lines = []
+    for error in errors():
+        name = "AEGIS_" + "_".join(str(part) for part in error["loc"]).upper()
+        lines.append(f"{name}: {error['msg']}")
+    return "; ".join(lines)

@@ -1,0 +1,74 @@
+"""What /status shows: live processes, queues, the database and broker, the latest jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.heartbeats import Heartbeats, Process
+from bot.outbox import Outbox
+from bot.runs import Run, Runs
+from bot.timeutil import now, short_time
+
+QUIET_JOBS = ("deliver",)  # one per message sent: counted in the outbox line instead
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    processes: list[Process]
+    queue_depths: dict[str, int] | None
+    outbox: dict[str, int]
+    database: str
+    broker: str
+    latest_runs: list[Run]
+
+    def render(self) -> str:
+        lines = ["aegis status", "", "Processes"]
+        lines += [f"  {_process_line(p)}" for p in self.processes] or ["  none reporting"]
+        if self.queue_depths is None:
+            lines += ["", "Queues: broker unreachable"]
+        else:
+            queues = ", ".join(f"{name} {depth}" for name, depth in self.queue_depths.items())
+            lines += ["", f"Queues: {queues}"]
+        outbox = ", ".join(f"{k} {v}" for k, v in sorted(self.outbox.items())) or "empty"
+        lines += [f"Outbox: {outbox}", f"Database: {self.database}", f"Broker: {self.broker}"]
+        lines += ["", "Latest jobs"]
+        lines += [f"  {_run_line(run)}" for run in self.latest_runs] or ["  none yet"]
+        return "\n".join(lines)
+
+
+async def gather_status(
+    heartbeats: Heartbeats,
+    outbox: Outbox,
+    runs: Runs,
+    *,
+    queue_depths: dict[str, int] | None,
+    database: str,
+    broker: str,
+) -> StatusReport:
+    return StatusReport(
+        processes=await heartbeats.alive(),
+        queue_depths=queue_depths,
+        outbox=await outbox.counts(),
+        database=database,
+        broker=broker,
+        latest_runs=await runs.latest(5, exclude_jobs=QUIET_JOBS),
+    )
+
+
+def _process_line(process: Process) -> str:
+    up = now() - process.started_at
+    return f"{process.kind}: {process.process_id}, up {_duration(up.total_seconds())}"
+
+
+def _run_line(run: Run) -> str:
+    effects = ", ".join(f"{k} {v}" for k, v in run.summary.items()) or "no effect recorded"
+    when = short_time(run.finished_at or run.started_at)
+    return f"{run.job} {run.status} at {when}: {effects}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

@@ -1,0 +1,130 @@
+"""The database: SQLAlchemy 2 async engines for SQLite and Postgres, and their transactions.
+
+SQLite needs care to never fail with "database is locked": a deferred transaction that reads
+and then writes can be refused at once, without waiting, when another connection wrote in
+between. So every write transaction starts with ``BEGIN IMMEDIATE`` (it takes the write lock
+up front and waits for it up to the busy timeout), writes in one process queue on a single
+connection, and reads run on their own pool under WAL, never blocked by the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from bot.errors import StoreError
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+OUTAGE_ERRORS = (OperationalError, InterfaceError, OSError, ConnectionError)
+
+
+class Store:
+    """Both engines and the two kinds of transaction every caller uses."""
+
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self.url = make_url(url)
+        self.is_sqlite = self.url.get_backend_name() == "sqlite"
+        if self.is_sqlite:
+            self.read_engine = _sqlite_engine(url, begin="BEGIN", pool_size=4, echo=echo)
+            self.write_engine = _sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=1, echo=echo)
+        else:
+            self.read_engine = self.write_engine = create_async_engine(
+                url, echo=echo, pool_pre_ping=True, pool_size=5, max_overflow=5
+            )
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction for reading; it is rolled back at the end."""
+        async with _translate_outages(self), self.read_engine.connect() as conn:
+            yield conn
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction that commits at the end, or rolls back on any error."""
+        async with _translate_outages(self), self.write_engine.begin() as conn:
+            yield conn
+
+    def describe(self) -> str:
+        """Which database this is, for /status and doctor, without any password."""
+        if self.is_sqlite:
+            return f"SQLite at {self.url.database}"
+        host = self.url.host or "localhost"
+        port = f":{self.url.port}" if self.url.port else ""
+        return f"PostgreSQL at {host}{port}/{self.url.database}"
+
+    async def ping(self) -> None:
+        async with self.read() as conn:
+            await conn.exec_driver_sql("SELECT 1")
+
+    async def close(self) -> None:
+        await self.read_engine.dispose()
+        if self.write_engine is not self.read_engine:
+            await self.write_engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def _translate_outages(store: Store) -> AsyncIterator[None]:
+    try:
+        yield
+    except OUTAGE_ERRORS as exc:
+        raise StoreError(
+            f"the database ({store.describe()}) is unavailable: {_reason(exc)}"
+        ) from exc
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise StoreError(f"lost the connection to {store.describe()}") from exc
+        raise
+
+
+def _reason(exc: BaseException) -> str:
+    original = getattr(exc, "orig", None) or exc
+    text = str(original).splitlines()[0] if str(original) else type(original).__name__
+    return text[:200]
+
+
+def _sqlite_engine(url: str, *, begin: str, pool_size: int, echo: bool) -> AsyncEngine:
+    engine = create_async_engine(
+        url,
+        echo=echo,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=SQLITE_BUSY_TIMEOUT_MS / 1000 * 2,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+    )
+    sync_engine = engine.sync_engine
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # Let SQLAlchemy, not the driver, decide when a transaction begins (SQLAlchemy docs,
+        # "Serializable isolation / Savepoints / Transactional DDL" for pysqlite).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn) -> None:
+        conn.exec_driver_sql(begin)
+
+    return engine
+
+
+async def wait_for(store: Store, *, attempts: int = 30, delay: float = 1.0) -> None:
+    """Wait for the database at start-up (a container may still be booting)."""
+    for attempt in range(attempts):
+        try:
+            await store.ping()
+            return
+        except StoreError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(delay)

@@ -1,0 +1,160 @@
+"""The tables, as SQLAlchemy Core. Migrations in ``bot/migrations`` create exactly these;
+``tests/bot/test_migrations.py`` fails if the two drift apart."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+)
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes in and out, on SQLite (which keeps no zone) as on Postgres."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use bot.timeutil.now()")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=UTC)
+
+
+metadata = MetaData()
+
+# Telegram updates, recorded (unique update_id) before they are handled; see bot/updates.py.
+updates = Table(
+    "updates",
+    metadata,
+    Column("bot_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("update_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("kind", String(40), nullable=False),
+    Column("sender_id", BigInteger),
+    Column("payload", JSON, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("error", Text),
+    Column("received_at", UTCDateTime(), nullable=False),
+    Column("handled_at", UTCDateTime()),
+    Index("ix_updates_status", "status", "received_at"),
+)
+
+# Accounts paired with the TOTP secret; AEGIS_OWNER_IDS are owners without a row here.
+owners = Table(
+    "owners",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("display_name", String(200)),
+    Column("paired_at", UTCDateTime(), nullable=False),
+)
+
+# Every code offered for pairing or step-up, so five wrong ones lock the account.
+code_attempts = Table(
+    "code_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("user_id", BigInteger, nullable=False),
+    Column("purpose", String(40), nullable=False),
+    Column("accepted", Boolean, nullable=False),
+    Column("at", UTCDateTime(), nullable=False),
+    Index("ix_code_attempts_user", "user_id", "purpose", "at"),
+)
+
+# The last TOTP time step accepted per secret: a code is good once, and never an older step.
+totp_steps = Table(
+    "totp_steps",
+    metadata,
+    Column("secret_name", String(40), primary_key=True),
+    Column("last_step", BigInteger, nullable=False),
+)
+
+# Senders who are not owners: recorded, refused at most once an hour.
+unknown_senders = Table(
+    "unknown_senders",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("display_name", String(200)),
+    Column("first_seen_at", UTCDateTime(), nullable=False),
+    Column("last_seen_at", UTCDateTime(), nullable=False),
+    Column("updates_seen", Integer, nullable=False),
+    Column("last_refused_at", UTCDateTime()),
+)
+
+# Every message the bot sends goes through here; see bot/outbox.py and jobs/delivery.py.
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("chat_id", BigInteger, nullable=False),
+    Column("idempotency_key", String(200), unique=True),
+    Column("kind", String(16), nullable=False),
+    Column("parts", JSON, nullable=False),
+    Column("reply_markup", JSON),
+    Column("reply_to_message_id", BigInteger),
+    Column("status", String(16), nullable=False),
+    Column("lease_until", UTCDateTime()),
+    Column("parts_sent", Integer, nullable=False, default=0),
+    Column("telegram_message_ids", JSON, nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_error", Text),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("sent_at", UTCDateTime()),
+    Index("ix_outbox_chat_status", "chat_id", "status", "id"),
+)
+
+# One row per job that ran: what, when, how it ended and what it changed.
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job", String(100), nullable=False),
+    Column("message_id", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("summary", JSON, nullable=False),
+    Column("error", Text),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime()),
+    Index("ix_runs_started", "started_at"),
+)
+
+# What the clock enqueues, and when; see bot/schedules.py.
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("actor", String(100), nullable=False),
+    Column("interval_seconds", Integer, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("next_run_at", UTCDateTime(), nullable=False),
+    Column("last_enqueued_at", UTCDateTime()),
+)
+
+# Live processes; each writes its row every few seconds, /status reads the recent ones.
+heartbeats = Table(
+    "heartbeats",
+    metadata,
+    Column("process_id", String(120), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("seen_at", UTCDateTime(), nullable=False),
+)

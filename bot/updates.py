@@ -1,0 +1,130 @@
+"""The update log: every Telegram update is recorded under its unique ``update_id`` before
+it is handled, so a duplicate is dropped and a crash or an outage mid-handling loses nothing.
+
+An update moves ``pending`` → ``handled``; a handler that failed because something it needs was
+down (the database, Redis) leaves it ``pending`` for ``retry_pending`` to pick up again, and after
+``MAX_ATTEMPTS`` it becomes ``failed`` so one poisoned update cannot loop for ever.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from bot.store import Store
+from bot.tables import updates
+from bot.timeutil import now
+
+MAX_ATTEMPTS = 5
+UPDATE_KINDS = (
+    "message",
+    "edited_message",
+    "channel_post",
+    "edited_channel_post",
+    "callback_query",
+    "inline_query",
+    "chosen_inline_result",
+    "my_chat_member",
+    "chat_member",
+)
+
+
+class UpdateStatus(enum.StrEnum):
+    PENDING = "pending"
+    HANDLED = "handled"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class RecordedUpdate:
+    update_id: int
+    payload: dict[str, Any]
+    attempts: int
+
+
+def describe_update(payload: dict[str, Any]) -> tuple[str, int | None]:
+    """The update's kind and who sent it, read from the raw JSON (any shape is tolerated)."""
+    for kind in UPDATE_KINDS:
+        body = payload.get(kind)
+        if isinstance(body, dict):
+            sender = body.get("from") if isinstance(body.get("from"), dict) else {}
+            sender_id = sender.get("id")
+            return kind, sender_id if isinstance(sender_id, int) else None
+    kinds = sorted(key for key in payload if key != "update_id")
+    return (kinds[0][:40] if kinds else "empty"), None
+
+
+class UpdateLog:
+    """Records updates and their outcome."""
+
+    def __init__(self, store: Store, bot_id: int) -> None:
+        self.store = store
+        self.bot_id = bot_id
+
+    async def record(self, payload: dict[str, Any]) -> bool:
+        """True if this update is new; False if it was seen before and must be dropped."""
+        kind, sender_id = describe_update(payload)
+        row = {
+            "bot_id": self.bot_id,
+            "update_id": payload["update_id"],
+            "kind": kind,
+            "sender_id": sender_id,
+            "payload": payload,
+            "status": UpdateStatus.PENDING,
+            "attempts": 0,
+            "received_at": now(),
+        }
+        try:
+            async with self.store.write() as conn:
+                await conn.execute(insert(updates).values(**row))
+        except IntegrityError:
+            return False
+        return True
+
+    async def mark_handled(self, update_id: int) -> None:
+        await self._set(update_id, status=UpdateStatus.HANDLED, handled_at=now(), error=None)
+
+    async def mark_unhandled(self, update_id: int, error: str, attempts: int) -> bool:
+        """Leave the update for a retry; returns False once it has used up its attempts."""
+        give_up = attempts >= MAX_ATTEMPTS
+        status = UpdateStatus.FAILED if give_up else UpdateStatus.PENDING
+        await self._set(update_id, status=status, attempts=attempts, error=error[:1000])
+        return not give_up
+
+    async def pending(self, *, older_than: timedelta, limit: int = 50) -> list[RecordedUpdate]:
+        """Updates recorded but not handled, oldest first: the ones an outage interrupted."""
+        cutoff = now() - older_than
+        query = (
+            select(updates.c.update_id, updates.c.payload, updates.c.attempts)
+            .where(
+                updates.c.bot_id == self.bot_id,
+                updates.c.status == UpdateStatus.PENDING,
+                updates.c.received_at < cutoff,
+            )
+            .order_by(updates.c.update_id)
+            .limit(limit)
+        )
+        async with self.store.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [RecordedUpdate(row.update_id, row.payload, row.attempts) for row in rows]
+
+    async def status_of(self, update_id: int) -> tuple[str, int, datetime | None] | None:
+        query = select(updates.c.status, updates.c.attempts, updates.c.handled_at).where(
+            updates.c.bot_id == self.bot_id, updates.c.update_id == update_id
+        )
+        async with self.store.read() as conn:
+            row = (await conn.execute(query)).first()
+        return tuple(row) if row else None
+
+    async def _set(self, update_id: int, **values: Any) -> None:
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(updates)
+                .where(updates.c.bot_id == self.bot_id, updates.c.update_id == update_id)
+                .values(**values)
+            )

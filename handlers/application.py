@@ -1,0 +1,53 @@
+"""The PTB Application: the gate first, then the handlers, then the one error handler.
+
+It has no Updater: aegis fetches or receives updates itself (handlers/intake.py) so each one is
+recorded before it is handled.
+"""
+
+from __future__ import annotations
+
+from telegram import Bot, Update
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    CommandHandler,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from handlers import buttons, commands
+from handlers.errors import on_error
+from handlers.gate import gate
+from handlers.services import SERVICES_KEY, Services
+
+BOT_COMMANDS = [
+    ("start", "What aegis is"),
+    ("help", "What I can do"),
+    ("ping", "Round trip through a worker"),
+    ("status", "Processes, queues, database, latest jobs"),
+    ("pair", "Pair this account with a TOTP code"),
+]
+
+
+def build_application(bot: Bot, services: Services) -> Application:
+    application = ApplicationBuilder().bot(bot).updater(None).build()
+    application.bot_data[SERVICES_KEY] = services
+    application.add_handler(TypeHandler(Update, gate), group=-1)
+    new_messages = filters.UpdateType.MESSAGE
+    for name, callback in (
+        ("start", commands.start),
+        ("help", commands.help_command),
+        ("ping", commands.ping),
+        ("status", commands.status),
+        ("pair", commands.pair),
+    ):
+        application.add_handler(CommandHandler(name, callback, filters=new_messages))
+    application.add_handler(CallbackQueryHandler(buttons.on_button))
+    application.add_handler(
+        MessageHandler(new_messages & filters.COMMAND, commands.unknown_command)
+    )
+    application.add_handler(MessageHandler(new_messages & ~filters.COMMAND, commands.text_message))
+    application.add_error_handler(on_error)
+    return application

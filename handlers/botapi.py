@@ -1,0 +1,52 @@
+"""The Bot API endpoint aegis talks to: Telegram's own, any server at AEGIS_TELEGRAM_API_URL,
+or, with no token, the built-in emulator served by ``aegis web`` under ``/emulator``."""
+
+from __future__ import annotations
+
+import secrets
+
+from telegram import Bot
+from telegram.request import HTTPXRequest
+
+from bot.secrets import SecretFiles
+from bot.settings import Settings
+
+EMULATOR_PREFIX = "/emulator"
+
+
+def emulator_token(settings: Settings) -> str:
+    """The emulated bot's token, made once per data dir in Telegram's ``<id>:<secret>`` shape."""
+    files = SecretFiles(settings.data_dir)
+    token = files.get("emulator-token")
+    if token is None:
+        bot_id = secrets.randbelow(9 * 10**9) + 10**9
+        token = files.put("emulator-token", f"{bot_id}:{secrets.token_urlsafe(26)}", exclusive=True)
+    return token
+
+
+def emulator_key(settings: Settings) -> str:
+    """The key of the emulator's control API and chat page."""
+    return SecretFiles(settings.data_dir).get_or_create("emulator-key", nbytes=18)
+
+
+def bot_token(settings: Settings) -> str:
+    if settings.telegram_token is not None:
+        return settings.telegram_token.get_secret_value()
+    return emulator_token(settings)
+
+
+def bot_base_url(settings: Settings) -> str:
+    if settings.telegram_token is None:
+        return f"{settings.web_url}{EMULATOR_PREFIX}/bot"
+    return settings.telegram_api_url or "https://api.telegram.org/bot"
+
+
+def chat_page_url(settings: Settings) -> str:
+    return f"{settings.web_url}{EMULATOR_PREFIX}/chat?key={emulator_key(settings)}"
+
+
+def make_bot(settings: Settings, *, read_timeout: float = 10.0) -> Bot:
+    request = HTTPXRequest(
+        connection_pool_size=32, read_timeout=read_timeout, connect_timeout=5.0, pool_timeout=5.0
+    )
+    return Bot(bot_token(settings), base_url=bot_base_url(settings), request=request)

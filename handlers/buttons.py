@@ -1,0 +1,34 @@
+"""Taps on inline buttons. Callback data is signed (bot/callbacks.py); anything else is refused."""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from handlers.commands import refresh_markup, status_text
+from handlers.services import services
+
+logger = logging.getLogger(__name__)
+
+
+async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    query = update.callback_query
+    svc = services(context)
+    data = svc.signer.verify(query.data or "")
+    if data is None:
+        logger.warning("refused a tap with unsigned callback data from %s", query.from_user.id)
+        await query.answer("This button is not one of mine; nothing was done.", show_alert=True)
+        return
+    if data.kind == "refresh" and data.id == "status":
+        await query.answer("Refreshed")
+        await svc.say(
+            query.message.chat.id,
+            await status_text(svc),
+            key=f"reply:{update.update_id}",
+            reply_markup=refresh_markup(svc, "status"),
+        )
+        return
+    logger.warning("signed callback of unknown kind %r", data.kind)
+    await query.answer("That button no longer does anything; nothing was done.")

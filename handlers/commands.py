@@ -1,0 +1,109 @@
+"""Thin command handlers: parse the update, call the core, enqueue a job, reply."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from bot.errors import BrokerError, PairingError
+from bot.status import gather_status
+from handlers.services import Services, services
+
+HELP = """aegis is your personal agent platform, driven from this chat.
+
+What works today:
+/ping: a round trip through a background worker, with its time
+/status: live processes, queues, database, broker and the latest jobs
+/pair CODE: make another Telegram account an owner with a code from your authenticator
+/help: this message
+
+Every message I send goes through a durable outbox, so an outage delays a reply, never loses it.
+Capturing messages as tasks, approvals and agents arrive in the next releases."""
+
+START = "Hello! I am aegis.\n\n" + HELP
+
+
+async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await _reply(update, context, START)
+
+
+async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await _reply(update, context, HELP)
+
+
+async def ping(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    chat_id = update.effective_chat.id
+    await services(context).enqueue("ping", chat_id, time.time(), update.update_id)
+
+
+async def status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    await _reply(
+        update, context, await status_text(svc), reply_markup=refresh_markup(svc, "status")
+    )
+
+
+async def status_text(svc: Services) -> str:
+    try:
+        depths = await asyncio.wait_for(svc.queue_depths(), timeout=3)
+    except (BrokerError, TimeoutError):
+        depths = None
+    report = await gather_status(
+        svc.heartbeats,
+        svc.outbox,
+        svc.runs,
+        queue_depths=depths,
+        database=svc.store.describe(),
+        broker=svc.broker_description,
+    )
+    return report.render()
+
+
+def refresh_markup(svc: Services, what: str) -> dict:
+    data = svc.signer.sign("refresh", what, "go")
+    return {"inline_keyboard": [[{"text": "Refresh", "callback_data": data}]]}
+
+
+async def pair(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    user = update.effective_user
+    if svc.verifier is None:
+        await _reply(update, context, "Pairing is off: run `aegis totp init` on the server first.")
+        return
+    if len(context.args) != 1:
+        await _reply(update, context, "Send /pair followed by the 6-digit code, e.g. /pair 123456.")
+        return
+    try:
+        paired = await svc.owners.pair(user.id, user.full_name, context.args[0], svc.verifier)
+    except PairingError as exc:
+        await _reply(update, context, str(exc))
+        return
+    text = "Paired: this account is now an owner." if paired else "You are already an owner."
+    await _reply(update, context, text)
+
+
+async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    command = (update.message.text or "").split(maxsplit=1)[0][:64]
+    await _reply(update, context, f"I don't know {command}. /help lists what I can do.")
+
+
+async def text_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await _reply(
+        update,
+        context,
+        "Got it, but I only understand commands so far. /help lists them.",
+    )
+
+
+async def _reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options) -> None:
+    message = update.effective_message
+    await services(context).say(
+        message.chat_id,
+        text,
+        key=f"reply:{update.update_id}",
+        reply_to=message.message_id,
+        **options,
+    )

@@ -1,0 +1,48 @@
+"""One gate for every sender: runs before any handler (group -1) for every update type.
+
+An owner passes. ``/pair`` in a private chat passes for anyone (it checks its own code). Any
+other update from anyone else stops here: nothing changes, the sender is recorded, and they get
+at most one short refusal an hour.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Update
+from telegram.ext import ApplicationHandlerStop, ContextTypes
+
+from handlers.services import services
+
+logger = logging.getLogger(__name__)
+REFUSAL = (
+    "This is a private bot. If you own it, send /pair followed by the current code from "
+    "your authenticator app."
+)
+
+
+async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    user = update.effective_user
+    if user is not None and await svc.owners.is_owner(user.id):
+        return
+    if user is not None and is_pairing_request(update):
+        return
+    if user is None:
+        logger.info("dropped update %s with no sender", update.update_id)
+        raise ApplicationHandlerStop
+    logger.info("refused update %s from unknown sender %s", update.update_id, user.id)
+    due = await svc.owners.note_unknown(user.id, user.full_name)
+    if update.callback_query is not None:
+        await update.callback_query.answer()
+    chat = update.effective_chat
+    if due and chat is not None and chat.type == "private":
+        await svc.say(chat.id, REFUSAL, key=f"refusal:{update.update_id}")
+    raise ApplicationHandlerStop
+
+
+def is_pairing_request(update: Update) -> bool:
+    message = update.message
+    if message is None or message.chat.type != "private" or not message.text:
+        return False
+    return message.text.split(maxsplit=1)[0].split("@")[0] == "/pair"

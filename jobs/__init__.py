@@ -1,0 +1,23 @@
+"""Dramatiq actors. Call ``load_actors(settings)`` once per process: it configures the broker
+and then imports every actor module, in that order."""
+
+from __future__ import annotations
+
+from dramatiq.brokers.redis import RedisBroker
+
+from bot.settings import Settings
+
+ACTOR_MODULES = ("jobs.delivery", "jobs.ping")
+
+
+def load_actors(settings: Settings, redis_url: str, *, namespace: str | None = None) -> RedisBroker:
+    import importlib
+
+    from jobs.broker import NAMESPACE, configure_broker
+    from jobs.resources import use_settings
+
+    broker = configure_broker(redis_url, namespace=namespace or NAMESPACE)
+    use_settings(settings)
+    for module in ACTOR_MODULES:
+        importlib.import_module(module)
+    return broker

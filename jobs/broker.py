@@ -1,0 +1,59 @@
+"""The one place the Dramatiq broker is configured. Import no actor module before
+``configure_broker`` has run: each calls ``require_broker()`` at import time and fails loudly
+instead of letting Dramatiq invent a default broker somewhere else."""
+
+from __future__ import annotations
+
+import dramatiq
+import redis
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.middleware import AsyncIO
+
+from bot.errors import BrokerError
+from jobs.middleware import RunRecorder, WorkerHeartbeat
+
+NAMESPACE = "aegis"
+QUEUES = ("default", "outbox")
+_configured: RedisBroker | None = None
+
+
+def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBroker:
+    """Create the Redis broker with the AsyncIO middleware and make it Dramatiq's global one."""
+    global _configured
+    client = redis.Redis.from_url(
+        redis_url, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
+    )
+    broker = RedisBroker(client=client, namespace=namespace)
+    broker.add_middleware(AsyncIO())
+    broker.add_middleware(RunRecorder())
+    broker.add_middleware(WorkerHeartbeat())
+    dramatiq.set_broker(broker)
+    if _configured is not None:
+        _rebind_actors(_configured, broker)
+    _configured = broker
+    return broker
+
+
+def require_broker() -> RedisBroker:
+    if _configured is None:
+        raise RuntimeError("jobs.broker.configure_broker() must run before actors are imported")
+    return _configured
+
+
+def queue_depths(broker: RedisBroker) -> dict[str, int]:
+    """Messages waiting per queue (ready plus delayed), read straight from Redis."""
+    try:
+        return {
+            queue: broker.client.llen(f"{broker.namespace}:{queue}")
+            + broker.client.llen(f"{broker.namespace}:{queue}.DQ")
+            for queue in QUEUES
+        }
+    except redis.RedisError as exc:
+        raise BrokerError(f"Redis is unavailable: {type(exc).__name__}") from exc
+
+
+def _rebind_actors(old: RedisBroker, new: RedisBroker) -> None:
+    for name in old.get_declared_actors():
+        actor = old.get_actor(name)
+        actor.broker = new
+        new.declare_actor(actor)

@@ -1,0 +1,102 @@
+"""Worker middleware: a ``runs`` row for every job, and the worker's heartbeat."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+from typing import Any
+
+from dramatiq import Middleware
+from dramatiq.asyncio import get_event_loop_thread
+
+from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
+from bot.runs import RunStatus
+from bot.timeutil import now
+from jobs.resources import resources
+
+logger = logging.getLogger(__name__)
+
+
+def _run_on_worker_loop(coroutine) -> Any:
+    return get_event_loop_thread().run_coroutine(coroutine)
+
+
+class RunRecorder(Middleware):
+    """Writes what each job did to ``runs``; the actor's return value is its summary."""
+
+    def __init__(self) -> None:
+        self._started: dict[str, datetime] = {}
+
+    def before_process_message(self, broker, message) -> None:
+        self._started[message.message_id] = now()
+
+    def after_process_message(self, broker, message, *, result=None, exception=None) -> None:
+        started = self._started.pop(message.message_id, now())
+        status, error = RunStatus.COMPLETED, None
+        if exception is not None:
+            retries_left = message.options.get("retries", 0) < _max_retries(broker, message)
+            status = RunStatus.RETRYING if retries_left else RunStatus.FAILED
+            error = f"{type(exception).__name__}: {exception}"
+        summary = result if isinstance(result, dict) else {}
+        try:
+            _run_on_worker_loop(_record(message, status, started, summary, error))
+        except Exception:
+            logger.exception("could not record the run of %s", message.actor_name)
+
+    def after_skip_message(self, broker, message) -> None:
+        self._started.pop(message.message_id, None)
+
+
+async def _record(message, status, started, summary, error) -> None:
+    runs = (await resources()).runs
+    await runs.record(
+        job=message.actor_name,
+        message_id=message.message_id,
+        status=status,
+        started_at=started,
+        summary=summary,
+        error=error,
+    )
+
+
+def _max_retries(broker, message) -> int:
+    actor = broker.get_actor(message.actor_name)
+    return message.options.get("max_retries", actor.options.get("max_retries", 20))
+
+
+class WorkerHeartbeat(Middleware):
+    """Beats every few seconds while the worker runs, so /status can show it alive."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.process = process_id("worker")
+        self.started_at = now()
+
+    def after_worker_boot(self, broker, worker) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="aegis-heartbeat", daemon=True)
+        self._thread.start()
+
+    def before_worker_shutdown(self, broker, worker) -> None:
+        self._stop.set()
+        try:
+            _run_on_worker_loop(self._beat(stop=True))
+        except Exception:
+            logger.warning("could not remove the worker heartbeat", exc_info=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                _run_on_worker_loop(self._beat())
+            except Exception:
+                logger.warning("worker heartbeat failed", exc_info=True)
+            self._stop.wait(BEAT_EVERY.total_seconds())
+
+    async def _beat(self, *, stop: bool = False) -> None:
+        beats = Heartbeats((await resources()).store)
+        if stop:
+            await beats.stop(self.process)
+        else:
+            await beats.beat(self.process, "worker", self.started_at)

@@ -1,0 +1,29 @@
+"""``/ping``: a round trip through the broker and a worker, answered from the worker."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import dramatiq
+
+from jobs.broker import require_broker
+from jobs.delivery import deliver
+from jobs.resources import resources
+
+require_broker()
+
+
+@dramatiq.actor(queue_name="default", max_retries=3, min_backoff=200)
+async def ping(chat_id: int, received_at: float, update_id: int) -> dict:
+    res = await resources()
+    elapsed_ms = (time.time() - received_at) * 1000
+    text = (
+        f"pong from worker {socket.gethostname()}:{os.getpid()}\n"
+        f"bot → broker → worker: {elapsed_ms:.0f} ms"
+    )
+    outbox_id, new = await res.outbox.put(chat_id, text, idempotency_key=f"ping:{update_id}")
+    if new:
+        deliver.send(outbox_id)
+    return {"messages_queued": int(new)}

@@ -1,0 +1,68 @@
+"""What actors need (the store, the outbox, a Bot) for this worker process.
+
+Settings arrive once, from the process that starts the worker (``use_settings``). The
+loop-bound objects are created lazily inside the worker's event loop, the one Dramatiq's AsyncIO
+middleware runs, never at import time and never on another loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from telegram import Bot
+
+from bot.outbox import Outbox
+from bot.runs import Runs
+from bot.settings import Settings
+from bot.store import Store
+from handlers.botapi import make_bot
+
+
+@dataclass
+class Resources:
+    settings: Settings
+    store: Store
+    outbox: Outbox
+    runs: Runs
+    bot: Bot
+
+
+_settings: Settings | None = None
+_resources: Resources | None = None
+_lock: asyncio.Lock | None = None
+
+
+def use_settings(settings: Settings) -> None:
+    global _settings, _resources, _lock
+    _settings, _resources, _lock = settings, None, None
+
+
+async def resources() -> Resources:
+    global _resources, _lock
+    if _resources is not None:
+        return _resources
+    if _settings is None:
+        raise RuntimeError("jobs.resources.use_settings() was not called in this process")
+    _lock = _lock or asyncio.Lock()
+    async with _lock:
+        if _resources is None:
+            _resources = await _create(_settings)
+    return _resources
+
+
+async def close_resources() -> None:
+    global _resources
+    if _resources is None:
+        return
+    current, _resources = _resources, None
+    await current.bot.shutdown()
+    await current.store.close()
+
+
+async def _create(settings: Settings) -> Resources:
+    store = Store(settings.effective_database_url)
+    bot = make_bot(settings)
+    await bot.initialize()
+    outbox = Outbox(store, file_over_chars=settings.outbox_file_over_chars)
+    return Resources(settings, store, outbox, Runs(store), bot)
