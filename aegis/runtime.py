@@ -18,7 +18,7 @@ from jobs import load_actors
 from jobs.broker import queue_depths
 
 # Libraries that would print a URL with the bot token in it, or the emulator key, at INFO.
-QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "telegram.ext.ExtBot")
+QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "telegram.ext.ExtBot", "alembic")
 
 
 def setup_logging(settings: Settings) -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from datetime import timedelta
 from typing import Any
 
 from telegram import Bot, Update
 from telegram.error import InvalidToken, NetworkError
+from telegram.warnings import PTBUserWarning
 from telegram.ext import Application
 
 from bot.errors import StoreError, TransportError
@@ -23,6 +25,8 @@ from bot.updates import UpdateLog
 from handlers.errors import HandlingOutcome, current_outcome, is_outage
 
 logger = logging.getLogger(__name__)
+# We ask for getUpdates' raw JSON on purpose: an update is recorded before it is parsed.
+warnings.filterwarnings("ignore", message=".*getUpdates.*", category=PTBUserWarning)
 POLL_TIMEOUT_SECONDS = 25
 RETRY_AFTER = timedelta(seconds=10)
 

@@ -4,15 +4,27 @@ instead of letting Dramatiq invent a default broker somewhere else."""
 
 from __future__ import annotations
 
+import logging
+
 import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AsyncIO
 
 from bot.errors import BrokerError
-from jobs.middleware import RunRecorder, WorkerHeartbeat
+from jobs.middleware import RunRecorder, WorkerHeartbeat, WorkerResources
 
 NAMESPACE = "aegis"
+
+
+class _SummariesAreRecorded(logging.Filter):
+    """Actors return their summary of effects for ``RunRecorder``; that is not a lost result."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Results middleware" not in record.getMessage()
+
+
+logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_SummariesAreRecorded())
 QUEUES = ("default", "outbox")
 _configured: RedisBroker | None = None
 
@@ -27,6 +39,7 @@ def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBrok
     broker.add_middleware(AsyncIO())
     broker.add_middleware(RunRecorder())
     broker.add_middleware(WorkerHeartbeat())
+    broker.add_middleware(WorkerResources())
     dramatiq.set_broker(broker)
     if _configured is not None:
         _rebind_actors(_configured, broker)

@@ -39,18 +39,21 @@ class _Limits:
         self.overall: WindowRateLimiter | None = None
 
     def acquire(self, chat_id: int, per_chat: int, overall: int) -> bool:
-        client = deliver.broker.client
+        broker = deliver.broker
+        client = broker.client
         if client is not self.client:
             self.__init__()
             self.client, self.backend = client, RedisBackend(client=client)
         backend = self.backend
         chat_limiter = self.per_chat.get(chat_id)
         if chat_limiter is None:
-            key = f"aegis-outbox-chat-{chat_id}"
+            key = f"{broker.namespace}:outbox-chat-{chat_id}"
             chat_limiter = WindowRateLimiter(backend, key, limit=per_chat, window=1)
             self.per_chat[chat_id] = chat_limiter
         if self.overall is None:
-            self.overall = WindowRateLimiter(backend, "aegis-outbox-all", limit=overall, window=1)
+            self.overall = WindowRateLimiter(
+                backend, f"{broker.namespace}:outbox-all", limit=overall, window=1
+            )
         with chat_limiter.acquire(raise_on_failure=False) as chat_ok:
             if not chat_ok:
                 return False
@@ -101,13 +104,18 @@ async def _send_parts(res, message: OutgoingMessage) -> dict:
     except NetworkError as exc:
         await res.outbox.release(message.id, f"{type(exc).__name__}: {exc.message}")
         raise
+    except Exception as exc:
+        await res.outbox.release(message.id, f"{type(exc).__name__}: {exc}")
+        raise
     await res.outbox.mark_sent(message.id)
     return {"messages_sent": sent}
 
 
 async def _send_one(bot, message: OutgoingMessage, index: int) -> int:
     last = index == len(message.parts) - 1
-    markup = InlineKeyboardMarkup.de_json(message.reply_markup, bot) if last else None
+    markup = None
+    if last and message.reply_markup:
+        markup = InlineKeyboardMarkup.de_json(message.reply_markup, bot)
     reply = ReplyParameters(message.reply_to_message_id, allow_sending_without_reply=True)
     reply = reply if index == 0 and message.reply_to_message_id else None
     if message.kind is OutboxKind.DOCUMENT:

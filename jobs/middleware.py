@@ -13,7 +13,7 @@ from dramatiq.asyncio import get_event_loop_thread
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.runs import RunStatus
 from bot.timeutil import now
-from jobs.resources import resources
+from jobs.resources import close_resources, resources
 
 logger = logging.getLogger(__name__)
 
@@ -100,3 +100,17 @@ class WorkerHeartbeat(Middleware):
             await beats.stop(self.process)
         else:
             await beats.beat(self.process, "worker", self.started_at)
+
+
+class WorkerResources(Middleware):
+    """Closes the worker's store and Bot on its own loop before that loop stops.
+
+    Added after the AsyncIO middleware: Dramatiq runs ``after_*`` hooks in reverse order, so
+    this one runs after the worker threads finished their messages and before the loop stops.
+    """
+
+    def after_worker_shutdown(self, broker, worker) -> None:
+        try:
+            _run_on_worker_loop(close_resources())
+        except Exception:
+            logger.warning("could not close the worker's resources", exc_info=True)
