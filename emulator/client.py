@@ -1,0 +1,189 @@
+"""Async client for the control API: the user's side of the emulator, for tests.
+
+Talks HTTP like the chat page does, so tests exercise the same path a person would.
+Each call opens a short-lived session unless one is passed in, so a forgotten
+``close()`` never leaks connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+
+
+class EmulatorClientError(RuntimeError):
+    """The control API refused a request; ``status`` and ``payload`` say why."""
+
+    def __init__(self, status: int, payload: Any) -> None:
+        super().__init__(f"emulator control API answered {status}: {payload}")
+        self.status = status
+        self.payload = payload
+
+
+class EmulatorClient:
+    """Drive a running emulator at ``base_url`` (its root, e.g. ``http://h:p/emulator``)."""
+
+    def __init__(
+        self, base_url: str, key: str, *, session: aiohttp.ClientSession | None = None
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"X-Emulator-Key": key}
+        self._session = session
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        wait: float = 0.0,
+    ) -> Any:
+        timeout = aiohttp.ClientTimeout(total=wait + 15)
+        url = f"{self.base_url}/_emulator/{path}"
+        if self._session is not None:
+            return await _send(self._session, method, url, self._headers, json, params, timeout)
+        async with aiohttp.ClientSession() as session:
+            return await _send(session, method, url, self._headers, json, params, timeout)
+
+    # -- user actions ------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        text: str,
+        user: dict[str, Any] | None = None,
+        chat_id: int | None = None,
+        forward_origin: dict[str, Any] | None = None,
+        reply_to_message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Write as ``user`` (default DEFAULT_USER); returns ``{"update_id", "message"}``."""
+        body = _without_none(
+            text=text,
+            user=user,
+            chat_id=chat_id,
+            forward_origin=forward_origin,
+            reply_to_message_id=reply_to_message_id,
+        )
+        return await self._request("POST", "messages", json=body)
+
+    async def inject_message(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a full ``/_emulator/messages`` body (group ``chat``, ``document``, ...)."""
+        return await self._request("POST", "messages", json=body)
+
+    async def edit_message(
+        self, chat_id: int, message_id: int, text: str, user: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        body = _without_none(chat_id=chat_id, message_id=message_id, text=text, user=user)
+        return await self._request("POST", "edits", json=body)
+
+    async def tap(
+        self, chat_id: int, message_id: int, data: str, user: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Tap an inline button; returns ``{"update_id", "callback_query_id", ...}``."""
+        body = _without_none(chat_id=chat_id, message_id=message_id, data=data, user=user)
+        return await self._request("POST", "callbacks", json=body)
+
+    async def callback_answer(self, callback_query_id: str) -> dict[str, Any] | None:
+        """The bot's answerCallbackQuery (text, show_alert, ...), or None if not yet."""
+        return await self._request("GET", f"callbacks/{callback_query_id}")
+
+    async def inject_update(self, raw: dict[str, Any]) -> dict[str, Any]:
+        return await self._request("POST", "updates", json=raw)
+
+    async def block(self, chat_id: int, blocked: bool = True) -> dict[str, Any]:
+        """Make the user block (or unblock) the bot: sends then fail with 403."""
+        return await self._request("POST", "block", json={"chat_id": chat_id, "blocked": blocked})
+
+    # -- transcript --------------------------------------------------------------------
+
+    async def chat(
+        self, chat_id: int, after: int = 0, version: int | None = None, wait: float = 0.0
+    ) -> dict[str, Any]:
+        """Raw transcript call: ``{"chat_id", "version", "messages"}``, optionally long-polled."""
+        params: dict[str, Any] = {"after": after, "wait": wait}
+        if version is not None:
+            params["version"] = version
+        return await self._request("GET", f"chats/{chat_id}/messages", params=params, wait=wait)
+
+    async def messages(self, chat_id: int, after: int = 0) -> list[dict[str, Any]]:
+        """Messages with id > ``after``, user's and bot's, in order (deleted ones flagged)."""
+        return (await self.chat(chat_id, after))["messages"]
+
+    async def wait_for_bot_messages(
+        self,
+        chat_id: int,
+        count: int,
+        after: int = 0,
+        timeout: float = 10.0,  # noqa: ASYNC109
+    ) -> list[dict[str, Any]]:
+        """Return once ``count`` bot messages with id > ``after`` exist (deleted included).
+
+        Raises ``asyncio.TimeoutError`` after ``timeout`` seconds; waits by long-polling
+        the chat's version, so it reacts as soon as the bot sends.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        version: int | None = None
+        while True:
+            remaining = deadline - loop.time()
+            wait = min(max(remaining, 0.0), 25.0) if version is not None else 0.0
+            data = await self.chat(chat_id, after, version, wait)
+            found = [m for m in data["messages"] if m["from_bot"]]
+            if len(found) >= count:
+                return found
+            if deadline - loop.time() <= 0:
+                raise TimeoutError(
+                    f"{len(found)} of {count} bot messages in chat {chat_id} after {timeout}s"
+                )
+            version = data["version"]
+
+    async def file_content(self, file_id: str) -> bytes:
+        """Bytes of a document or photo the bot uploaded."""
+        return await self._request("GET", f"files/{file_id}")
+
+    # -- configuration -----------------------------------------------------------------
+
+    async def set_flood(
+        self, enabled: bool, per_chat_per_second: float = 1, global_per_second: float = 30
+    ) -> dict[str, Any]:
+        body = {
+            "enabled": enabled,
+            "per_chat_per_second": per_chat_per_second,
+            "global_per_second": global_per_second,
+        }
+        return await self._request("POST", "flood", json=body)
+
+    async def stats(self) -> dict[str, int]:
+        return await self._request("GET", "stats")
+
+    async def bot_info(self) -> dict[str, Any]:
+        """The bot's identity, command menus and webhook as the emulator holds them."""
+        return await self._request("GET", "bot")
+
+
+async def _send(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    json: Any,
+    params: dict[str, Any] | None,
+    client_timeout: aiohttp.ClientTimeout,
+) -> Any:
+    async with session.request(
+        method, url, json=json, params=params, headers=headers, timeout=client_timeout
+    ) as response:
+        if response.content_type != "application/json":
+            if response.status >= 400:
+                raise EmulatorClientError(response.status, await response.text())
+            return await response.read()
+        payload = await response.json()
+        if response.status >= 400:
+            raise EmulatorClientError(response.status, payload)
+        return payload
+
+
+def _without_none(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}

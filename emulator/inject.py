@@ -1,0 +1,129 @@
+"""What a human does in a Telegram client, turned into state changes and bot updates.
+
+Used by the control API (and so by the chat page and tests): writing, editing,
+forwarding and tapping buttons all produce the exact update JSON Telegram would send.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from emulator.errors import ApiError, bad_request
+from emulator.formatting import (
+    MAX_TEXT,
+    command_entities,
+    normalize_origin,
+)
+from emulator.models import BotState, Chat, StoredMessage, now
+from emulator.state import EmulatorState
+
+
+def _chat_for(state: EmulatorState, user: dict[str, Any], body: dict[str, Any]) -> Chat:
+    """The private chat with ``user`` unless the body names another chat."""
+    chat_id = body.get("chat_id")
+    if chat_id is None or int(chat_id) == user["id"]:
+        return state.private_chat(user)
+    return state.group_chat(int(chat_id), body.get("chat"))
+
+
+def _user_content(body: dict[str, Any]) -> dict[str, Any]:
+    """Text (with Telegram's bot_command entities) or a document with a caption."""
+    document = body.get("document")
+    if isinstance(document, dict):
+        caption = body.get("caption") or body.get("text")
+        return {
+            "document": _user_document(document),
+            "caption": caption or None,
+            "caption_entities": command_entities(caption) if caption else None,
+        }
+    text = body.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise bad_request("message text is empty")
+    if len(text) > MAX_TEXT:
+        raise bad_request("message is too long")
+    return {"text": text, "entities": command_entities(text)}
+
+
+def _user_document(document: dict[str, Any]) -> dict[str, Any]:
+    name = str(document.get("file_name") or "file.bin")
+    file_id = f"BQACAgIAAxUser{zlib.crc32(name.encode()):010d}"
+    return {
+        "file_id": file_id,
+        "file_unique_id": f"AgADUser{zlib.crc32(file_id.encode()):010d}",
+        "file_name": name,
+        "mime_type": str(document.get("mime_type") or "application/octet-stream"),
+        "file_size": int(document.get("file_size") or 0),
+    }
+
+
+def inject_message(state: EmulatorState, bot: BotState, body: dict[str, Any]) -> dict[str, Any]:
+    """A user writes (or forwards) a message; returns the queued ``message`` update."""
+    user = state.remember_user(body.get("user") or {})
+    chat = _chat_for(state, user, body)
+    fields = _user_content(body)
+    if body.get("forward_origin"):
+        fields["forward_origin"] = normalize_origin(dict(body["forward_origin"]))
+    if body.get("reply_to_message_id"):
+        fields["reply_to"] = state.existing_message(
+            chat, int(body["reply_to_message_id"]), "message to be replied not found"
+        )
+    message = state.add_message(chat, user, **fields)
+    return state.enqueue_update(bot, {"message": message.to_api()})
+
+
+def inject_edit(state: EmulatorState, bot: BotState, body: dict[str, Any]) -> dict[str, Any]:
+    """A user edits their earlier message; returns the ``edited_message`` update."""
+    chat = _existing_chat(state, body)
+    message = state.existing_message(chat, int(body["message_id"]), "message to edit not found")
+    if message.from_bot:
+        raise bad_request("message can't be edited")
+    text = body.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise bad_request("message text is empty")
+    message.text, message.entities, message.edit_date = text, command_entities(text), now()
+    state.touch(chat)
+    return state.enqueue_update(bot, {"edited_message": message.to_api()})
+
+
+def inject_callback(state: EmulatorState, bot: BotState, body: dict[str, Any]) -> dict[str, Any]:
+    """A user taps an inline button on a bot message; returns update and query ids."""
+    user = state.remember_user(body.get("user") or {})
+    chat = _existing_chat(state, body)
+    message = state.existing_message(chat, int(body["message_id"]), "message not found")
+    if not message.from_bot:
+        raise bad_request("only the bot's messages have inline buttons")
+    data = str(body.get("data") or "")
+    callback_id = state.new_callback_id(bot)
+    query = {
+        "id": callback_id,
+        "from": user,
+        "message": message.to_api(),
+        "chat_instance": str(zlib.crc32(f"{bot.user['id']}:{chat.chat_id}".encode())),
+        "data": data,
+    }
+    update = state.enqueue_update(bot, {"callback_query": query})
+    return {
+        "update_id": update["update_id"],
+        "callback_query_id": callback_id,
+        "matched_button": _has_button(message, data),
+    }
+
+
+def _existing_chat(state: EmulatorState, body: dict[str, Any]) -> Chat:
+    chat_id = body.get("chat_id")
+    chat = state.chat(int(chat_id)) if chat_id is not None else None
+    if chat is None:
+        raise ApiError(404, "Not Found: chat not found")
+    return chat
+
+
+def _has_button(message: StoredMessage, data: str) -> bool:
+    """Whether a real client could send this data (it is on the current keyboard)."""
+    rows = (message.reply_markup or {}).get("inline_keyboard", [])
+    return any(button.get("callback_data") == data for row in rows for button in row)
+
+
+def inject_raw(state: EmulatorState, bot: BotState, body: dict[str, Any]) -> dict[str, Any]:
+    """Queue an arbitrary update verbatim so tests can feed malformed or novel types."""
+    return state.enqueue_update(bot, dict(body))

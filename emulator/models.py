@@ -1,0 +1,196 @@
+"""Plain data records held by :class:`emulator.state.EmulatorState`.
+
+They are deliberately dumb containers plus the rendering of themselves into Bot API
+JSON, so the state module can stay about rules (ids, queues, limits) only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def now() -> int:
+    """Telegram dates are integer unix seconds."""
+    return int(time.time())
+
+
+class Signal:
+    """A broadcast wake-up usable from synchronous code.
+
+    ``asyncio.Condition.notify`` needs the lock held, which sync state methods cannot
+    take; swapping a fresh ``Event`` on every notify gives the same effect without it.
+    """
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        """Wake every current waiter; later waiters wait for the next notify."""
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait for the next notify; False when ``seconds`` pass first."""
+        event = self._event
+        try:
+            await asyncio.wait_for(event.wait(), timeout=max(seconds, 0))
+        except TimeoutError:
+            return False
+        return True
+
+
+@dataclass
+class StoredMessage:
+    """A message in a chat as it is now (after edits and deletion)."""
+
+    message_id: int
+    chat: dict[str, Any]
+    sender: dict[str, Any]
+    from_bot: bool
+    date: int
+    text: str | None = None
+    entities: list[dict[str, Any]] | None = None
+    caption: str | None = None
+    caption_entities: list[dict[str, Any]] | None = None
+    reply_markup: dict[str, Any] | None = None
+    document: dict[str, Any] | None = None
+    photo: list[dict[str, Any]] | None = None
+    forward_origin: dict[str, Any] | None = None
+    reply_to: StoredMessage | None = None
+    edit_date: int | None = None
+    deleted: bool = False
+
+    def to_api(self, *, with_reply: bool = True) -> dict[str, Any]:
+        """The Bot API ``Message`` object, leaving out fields that are unset."""
+        data: dict[str, Any] = {
+            "message_id": self.message_id,
+            "from": self.sender,
+            "chat": self.chat,
+            "date": self.date,
+        }
+        optional = {
+            "text": self.text,
+            "entities": self.entities,
+            "caption": self.caption,
+            "caption_entities": self.caption_entities,
+            "document": self.document,
+            "photo": self.photo,
+            "forward_origin": self.forward_origin,
+            "edit_date": self.edit_date,
+            "reply_markup": self.reply_markup,
+        }
+        data.update({key: value for key, value in optional.items() if value})
+        if with_reply and self.reply_to is not None:
+            data["reply_to_message"] = self.reply_to.to_api(with_reply=False)
+        return data
+
+    def to_view(self) -> dict[str, Any]:
+        """The flattened shape the control API and the chat page consume."""
+        return {
+            "message_id": self.message_id,
+            "from_bot": self.from_bot,
+            "from": self.sender,
+            "text": self.text,
+            "caption": self.caption,
+            "entities": self.entities or [],
+            "reply_markup": self.reply_markup,
+            "document": self.document_view(),
+            "photo": self.photo[-1] if self.photo else None,
+            "forward_origin": self.forward_origin,
+            "reply_to_message_id": self.reply_to.message_id if self.reply_to else None,
+            "edited": self.edit_date is not None,
+            "deleted": self.deleted,
+            "date": self.date,
+        }
+
+    def document_view(self) -> dict[str, Any] | None:
+        """Filename, size and caption of an attached document, if any."""
+        if self.document is None:
+            return None
+        return {
+            "filename": self.document.get("file_name"),
+            "size": self.document.get("file_size"),
+            "caption": self.caption,
+            "file_id": self.document.get("file_id"),
+            "mime_type": self.document.get("mime_type"),
+        }
+
+
+@dataclass
+class Chat:
+    """A chat and its transcript; ``version`` bumps on any visible change."""
+
+    info: dict[str, Any]
+    messages: list[StoredMessage] = field(default_factory=list)
+    next_message_id: int = 1
+    version: int = 0
+    blocked_bot: bool = False
+
+    @property
+    def chat_id(self) -> int:
+        return int(self.info["id"])
+
+    def find(self, message_id: int) -> StoredMessage | None:
+        """The message with that id, deleted or not (ids are dense, so index first)."""
+        index = message_id - 1
+        if 0 <= index < len(self.messages) and self.messages[index].message_id == message_id:
+            return self.messages[index]
+        return next((m for m in self.messages if m.message_id == message_id), None)
+
+
+@dataclass
+class FloodConfig:
+    """Rate limits a bot is held to when flood mode is enabled."""
+
+    enabled: bool = False
+    per_chat_per_second: float = 1.0
+    global_per_second: float = 30.0
+
+
+@dataclass
+class WebhookConfig:
+    """What ``setWebhook`` configured, plus Telegram's delivery bookkeeping."""
+
+    url: str
+    secret_token: str | None = None
+    max_connections: int = 40
+    allowed_updates: list[str] | None = None
+    last_error_date: int | None = None
+    last_error_message: str | None = None
+
+
+@dataclass
+class BotState:
+    """Everything the emulator knows about one bot, keyed by its token."""
+
+    token: str
+    user: dict[str, Any]
+    updates: deque[dict[str, Any]] = field(default_factory=deque)
+    next_update_id: int = 1
+    webhook: WebhookConfig | None = None
+    commands: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    flood: FloodConfig = field(default_factory=FloodConfig)
+    chat_sends: dict[int, deque[float]] = field(default_factory=dict)
+    global_sends: deque[float] = field(default_factory=deque)
+    callback_answers: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    poll_generation: int = 0
+    signal: Signal = field(default_factory=Signal)
+
+
+@dataclass
+class Stats:
+    """Counters tests read through ``GET /_emulator/stats``."""
+
+    updates_injected: int = 0
+    updates_delivered: int = 0
+    messages_sent_by_bot: int = 0
+    rate_limited: int = 0
+    webhook_deliveries: int = 0
+    webhook_failures: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))

@@ -1,0 +1,58 @@
+"""Fixtures running the emulator on a real TCP port, driven by the real PTB Bot."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+import telegram
+from aiohttp import web
+
+from emulator import EmulatorState, create_emulator_app
+from emulator.client import EmulatorClient
+
+TOKEN = "123456789:AAHemulatorTestTokenAbcdefghijklmnop"
+CONTROL_KEY = "test-control-key"
+
+
+@dataclass
+class RunningEmulator:
+    """A started emulator: its URLs, its state, and the two ways to drive it."""
+
+    url: str
+    state: EmulatorState
+    client: EmulatorClient
+
+    @property
+    def bot_base_url(self) -> str:
+        return f"{self.url}/bot"
+
+    def make_bot(self, token: str = TOKEN) -> telegram.Bot:
+        return telegram.Bot(token, base_url=self.bot_base_url, base_file_url=f"{self.url}/file/bot")
+
+
+async def start_site(app: web.Application) -> tuple[web.AppRunner, str]:
+    """Serve ``app`` on an ephemeral localhost port; returns the runner and base URL."""
+    runner = web.AppRunner(app, shutdown_timeout=2)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    return runner, f"http://{host}:{port}"
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[RunningEmulator]:
+    state = EmulatorState()
+    runner, url = await start_site(create_emulator_app(state, token=TOKEN, control_key=CONTROL_KEY))
+    try:
+        yield RunningEmulator(url=url, state=state, client=EmulatorClient(url, CONTROL_KEY))
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def bot(emulator: RunningEmulator) -> AsyncIterator[telegram.Bot]:
+    async with emulator.make_bot() as ptb_bot:
+        yield ptb_bot
