@@ -9,6 +9,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from aiohttp import web
 from dramatiq.brokers.redis import RedisBroker
@@ -57,8 +58,13 @@ EMULATOR = web.AppKey("emulator", EmulatorState)
 
 
 def create_web_app(
-    settings: Settings, broker: RedisBroker, broker_description: str
+    settings: Settings,
+    broker: RedisBroker,
+    broker_description: str,
+    *,
+    emulator_state: EmulatorState | None = None,
 ) -> web.Application:
+    """The web process's app. ``emulator_state`` lets a restarted app keep the emulated chats."""
     app = web.Application(client_max_size=settings.webhook_max_bytes)
     context = WebContext(settings, broker, broker_description)
     if settings.public_url:
@@ -68,7 +74,7 @@ def create_web_app(
     app.router.add_get("/healthz", health)
     app.router.add_get("/", index)
     if settings.uses_emulator:
-        state = EmulatorState()
+        state = emulator_state or EmulatorState()
         app[EMULATOR] = state
         emulator = create_emulator_app(
             state, token=bot_token(settings), control_key=emulator_key(settings)
@@ -86,11 +92,15 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
     services = _services(settings, store, context)
     application = build_application(bot, services)
     context.services = services
-    context.intake = Intake(application, UpdateLog(store, bot_id(bot)))
+    context.intake = Intake(
+        application,
+        UpdateLog(store, bot_id(bot)),
+        retry_after=timedelta(seconds=settings.update_retry_seconds),
+    )
     stop = asyncio.Event()
     tasks = [
-        asyncio.create_task(_run_telegram(context, application, bot, stop)),
-        asyncio.create_task(_beat(Heartbeats(store), "web", stop)),
+        _supervised(_run_telegram(context, application, bot, stop)),
+        _supervised(_beat(Heartbeats(store), "web", stop)),
     ]
     yield
     stop.set()
@@ -144,9 +154,9 @@ async def _run_telegram(context: WebContext, application, bot: Bot, stop: asynci
     if stop.is_set():
         return
     context.ready.set()
-    retries = asyncio.create_task(context.intake.run_retries(stop))
-    context.background.add(retries)
     settings = context.settings
+    every = min(5.0, settings.update_retry_seconds / 2)
+    context.background.add(_supervised(context.intake.run_retries(stop, every=every)))
     if settings.public_url:
         url = settings.public_url.rstrip("/") + WEBHOOK_PATH
         await bot.set_webhook(
@@ -229,6 +239,18 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
     except TimeoutError:
         pass
+
+
+def _supervised(coroutine) -> asyncio.Task:
+    """A background task whose crash is logged at once, not when it is garbage-collected."""
+    task = asyncio.create_task(coroutine)
+    task.add_done_callback(_log_crash)
+    return task
+
+
+def _log_crash(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("background task %s crashed", task.get_coro(), exc_info=task.exception())
 
 
 async def _finish(tasks: list[asyncio.Task], grace: float = 5.0) -> None:

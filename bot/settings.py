@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     outbox_file_over_chars: int = Field(
         12_000, description="Texts longer than this are sent as a file instead of split."
     )
+    update_retry_seconds: float = Field(
+        10.0, description="An update interrupted by an outage is handled again after this."
+    )
     worker_threads: int = Field(4, description="Threads in each worker process.")
     log_level: str = Field("INFO", description="Python logging level.")
 

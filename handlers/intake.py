@@ -42,9 +42,16 @@ def validate_payload(payload: Any) -> dict[str, Any]:
 
 
 class Intake:
-    def __init__(self, application: Application, update_log: UpdateLog) -> None:
+    def __init__(
+        self,
+        application: Application,
+        update_log: UpdateLog,
+        *,
+        retry_after: timedelta = RETRY_AFTER,
+    ) -> None:
         self.application = application
         self.log = update_log
+        self.retry_after = retry_after
         self.in_flight: set[int] = set()
 
     async def accept(self, payload: Any) -> bool:
@@ -84,7 +91,7 @@ class Intake:
     async def retry_pending(self) -> int:
         """Handle again what an outage interrupted; returns how many were tried."""
         tried = 0
-        for recorded in await self.log.pending(older_than=RETRY_AFTER):
+        for recorded in await self.log.pending(older_than=self.retry_after):
             if recorded.update_id in self.in_flight:
                 continue
             await self.handle(recorded.payload, recorded.attempts)

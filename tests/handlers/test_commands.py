@@ -1,0 +1,38 @@
+"""The commands of the foundation, driven through the emulator like a person would."""
+
+from __future__ import annotations
+
+
+async def test_start_and_help_explain_the_bot(stack):
+    [start] = await stack.ask("/start")
+    assert "aegis" in start["text"] and "/ping" in start["text"]
+    [help_] = await stack.ask("/help")
+    assert "/status" in help_["text"] and "/pair" in help_["text"]
+
+
+async def test_ping_is_answered_by_the_worker_with_the_round_trip(stack):
+    [pong] = await stack.ask("/ping")
+    assert pong["text"].startswith("pong from worker")
+    assert " ms" in pong["text"]
+    runs = await stack.services.runs.latest(10)
+    assert any(run.job == "ping" and run.summary == {"messages_queued": 1} for run in runs)
+
+
+async def test_status_shows_processes_queues_database_broker_and_jobs(stack):
+    await stack.ask("/ping")
+    [status] = await stack.ask("/status")
+    text = status["text"]
+    assert "web: web@" in text and "worker: worker@" in text
+    assert "Queues: default" in text
+    assert stack.store.describe() in text
+    assert "Broker: test Redis" in text
+    assert "ping completed" in text
+    button = status["reply_markup"]["inline_keyboard"][0][0]
+    assert button["text"] == "Refresh"
+
+
+async def test_unknown_command_and_plain_text_get_a_pointer_to_help(stack):
+    [unknown] = await stack.ask("/frobnicate now")
+    assert "I don't know /frobnicate" in unknown["text"]
+    [text] = await stack.ask("just some words")
+    assert "/help" in text["text"]
