@@ -17,8 +17,8 @@ from typing import Any
 
 from telegram import Bot, Update
 from telegram.error import InvalidToken, NetworkError
-from telegram.warnings import PTBUserWarning
 from telegram.ext import Application
+from telegram.warnings import PTBUserWarning
 
 from bot.errors import StoreError, TransportError
 from bot.updates import UpdateLog
