@@ -127,12 +127,14 @@ def run_doctor(settings: Settings) -> int:
 
 
 def run_db_upgrade(settings: Settings) -> int:
-    from aegis.runtime import open_store
     from bot import migrate
+    from bot.store import Store, wait_for
 
     async def upgrade() -> list[str]:
-        store = await open_store(settings)
+        settings.ensure_data_dir()
+        store = Store(settings.effective_database_url)
         try:
+            await wait_for(store, attempts=5)
             return await migrate.upgrade(store)
         finally:
             await store.close()

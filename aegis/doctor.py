@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
@@ -101,7 +103,10 @@ def _redis(settings: Settings) -> Finding:
         state = "running" if embedded.is_running() else "starts with aegis"
         return Finding(True, f"Embedded Redis ({state}); set AEGIS_REDIS_URL for a server.")
     try:
-        redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
+        client = redis.Redis.from_url(
+            settings.redis_url, socket_connect_timeout=3, retry=Retry(NoBackoff(), 0)
+        )
+        client.ping()
     except (redis.RedisError, ValueError) as exc:
         return Finding(
             False,

