@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 import pyotp
 from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.errors import PairingError, PairingLocked
@@ -70,20 +71,31 @@ class CodeVerifier:
         return None
 
     async def _claim_step(self, conn: AsyncConnection, step: int) -> bool:
-        claimed = await conn.execute(
-            update(totp_steps)
-            .where(totp_steps.c.secret_name == self.secret_name, totp_steps.c.last_step < step)
-            .values(last_step=step)
-        )
-        if claimed.rowcount == 1:
+        if await self._advance(conn, step):
             return True
         exists = await conn.execute(
             select(totp_steps.c.last_step).where(totp_steps.c.secret_name == self.secret_name)
         )
         if exists.first() is not None:
             return False
-        await conn.execute(insert(totp_steps).values(secret_name=self.secret_name, last_step=step))
+        try:
+            async with conn.begin_nested():
+                await conn.execute(
+                    insert(totp_steps).values(secret_name=self.secret_name, last_step=step)
+                )
+        except IntegrityError:
+            # Another verifier stored the very first step meanwhile (Postgres lets both get
+            # here; SQLite serialises writers): compare with the step it stored instead.
+            return await self._advance(conn, step)
         return True
+
+    async def _advance(self, conn: AsyncConnection, step: int) -> bool:
+        claimed = await conn.execute(
+            update(totp_steps)
+            .where(totp_steps.c.secret_name == self.secret_name, totp_steps.c.last_step < step)
+            .values(last_step=step)
+        )
+        return claimed.rowcount == 1
 
     async def _wrong_attempts(
         self, conn: AsyncConnection, user_id: int, purpose: str, moment: datetime

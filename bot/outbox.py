@@ -51,14 +51,17 @@ class OutgoingMessage:
 
 
 def split_text(text: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[str]:
-    """Split at line boundaries into parts of at most ``limit`` characters, none empty."""
+    """Split at line boundaries into parts of at most ``limit`` characters, none blank."""
+    if len(text) <= limit and text.strip():
+        return [text]
     parts: list[str] = []
     current = ""
     for line in text.splitlines(keepends=True):
         while len(line) > limit:
             cut = _cut_point(line, limit)
             parts, current = _flush(parts, current), ""
-            parts.append(line[:cut])
+            # A cut can fall inside a long run of spaces; Telegram refuses a blank message.
+            parts = _flush(parts, line[:cut])
             line = line[cut:]
         if len(current) + len(line) > limit:
             parts, current = _flush(parts, current), ""

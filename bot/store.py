@@ -79,7 +79,21 @@ async def _translate_outages(store: Store) -> AsyncIterator[None]:
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise StoreError(f"lost the connection to {store.describe()}") from exc
+        if _refused_us(exc):
+            raise StoreError(
+                f"the database ({store.describe()}) refused the connection: {_reason(exc)}"
+            ) from exc
         raise
+
+
+def _refused_us(exc: DBAPIError) -> bool:
+    """A wrong user, password or database name, or a server shutting down: a setting to fix.
+
+    SQLSTATE classes 08, 28, 3D and 57P (postgresql.org/docs/current/errcodes-appendix.html);
+    asyncpg reports them as plain DBAPIError, not OperationalError.
+    """
+    sqlstate = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return isinstance(sqlstate, str) and sqlstate.startswith(("08", "28", "3D", "57P"))
 
 
 def _reason(exc: BaseException) -> str:

@@ -8,10 +8,10 @@ import logging
 
 import dramatiq
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AsyncIO
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from bot.errors import BrokerError
 from jobs.middleware import RunRecorder, WorkerHeartbeat, WorkerResources

@@ -1,6 +1,6 @@
 """The delivery actor: sends one outbox row to Telegram, within Telegram's rate limits.
 
-Limits (Dramatiq's window rate limiter, in Redis, shared by every worker): about one message a
+Limits (sliding one-second windows in Redis, shared by every worker): about one message a
 second per chat and thirty a second overall. A row that cannot go now is given back and sent
 again with a delay, never by sleeping in the worker. A 429 is honoured to the second it names.
 Network trouble is retried with backoff; a refusal from Telegram (blocked, bad request) fails
@@ -12,12 +12,10 @@ from __future__ import annotations
 import io
 import logging
 import random
-import time
+import secrets
 from datetime import timedelta
 
 import dramatiq
-from dramatiq.rate_limits import WindowRateLimiter
-from dramatiq.rate_limits.backends import RedisBackend
 from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 
@@ -30,35 +28,50 @@ require_broker()
 ORDER_RETRY_MS = 250
 
 
+# A true sliding window, not Dramatiq's WindowRateLimiter: that one counts whole wall-clock
+# seconds, so sends at 12:00:00.95 and 12:00:01.01 both pass, 60 ms apart, and Telegram, which
+# counts a real second, answers 429. One sorted set of send times per limit, read and written
+# atomically on the Redis clock (shared by every worker); returns 0 when the send may go, else
+# the milliseconds until it may.
+_SLIDING_WINDOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local window = tonumber(ARGV[#KEYS + 1])
+local wait = 0
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  if redis.call('ZCARD', key) >= tonumber(ARGV[i]) then
+    local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+    wait = math.max(wait, oldest + window - now)
+  end
+end
+if wait > 0 then return wait end
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, now, ARGV[#KEYS + 2])
+  redis.call('PEXPIRE', key, window)
+end
+return 0
+"""
+# Telegram's second plus a margin for the time a request spends in flight.
+WINDOW_MS = 1_050
+
+
 class _Limits:
-    """One limiter per chat (made on first use) and one for everything, in the broker's Redis."""
+    """A window per chat and one for everything, in the broker's Redis."""
 
     def __init__(self) -> None:
         self.client = None
-        self.per_chat: dict[int, WindowRateLimiter] = {}
-        self.overall: WindowRateLimiter | None = None
+        self.script = None
 
-    def acquire(self, chat_id: int, per_chat: int, overall: int) -> bool:
+    def wait_ms(self, chat_id: int, per_chat: int, overall: int) -> int:
+        """Take a send from both windows, or say how long until one is free (taking none)."""
         broker = deliver.broker
-        client = broker.client
-        if client is not self.client:
-            self.__init__()
-            self.client, self.backend = client, RedisBackend(client=client)
-        backend = self.backend
-        chat_limiter = self.per_chat.get(chat_id)
-        if chat_limiter is None:
-            key = f"{broker.namespace}:outbox-chat-{chat_id}"
-            chat_limiter = WindowRateLimiter(backend, key, limit=per_chat, window=1)
-            self.per_chat[chat_id] = chat_limiter
-        if self.overall is None:
-            self.overall = WindowRateLimiter(
-                backend, f"{broker.namespace}:outbox-all", limit=overall, window=1
-            )
-        with chat_limiter.acquire(raise_on_failure=False) as chat_ok:
-            if not chat_ok:
-                return False
-            with self.overall.acquire(raise_on_failure=False) as overall_ok:
-                return overall_ok
+        if broker.client is not self.client:
+            self.client = broker.client
+            self.script = broker.client.register_script(_SLIDING_WINDOW)
+        keys = [f"{broker.namespace}:outbox-chat-{chat_id}", f"{broker.namespace}:outbox-all"]
+        args = [per_chat, overall, WINDOW_MS, secrets.token_hex(8)]
+        return int(self.script(keys=keys, args=args))
 
 
 _limits = _Limits()
@@ -82,13 +95,14 @@ async def _send_parts(res, message: OutgoingMessage) -> dict:
     sent = 0
     try:
         while message.parts_sent < len(message.parts):
-            if not _limits.acquire(
+            wait = _limits.wait_ms(
                 message.chat_id,
                 settings.outbox_per_chat_per_second,
                 settings.outbox_global_per_second,
-            ):
+            )
+            if wait:
                 await res.outbox.release(message.id)
-                _send_later(message.id, _until_next_window_ms())
+                _send_later(message.id, wait + random.randint(5, 60))
                 return {"messages_sent": sent, "rate_limited": 1}
             telegram_id = await _send_one(res.bot, message, message.parts_sent)
             await res.outbox.record_part(message, telegram_id)
@@ -138,11 +152,6 @@ async def _send_one(bot, message: OutgoingMessage, index: int) -> int:
 
 def _send_later(outbox_id: int, delay_ms: int) -> None:
     deliver.send_with_options(args=(outbox_id,), delay=max(1, delay_ms))
-
-
-def _until_next_window_ms() -> int:
-    """The window limiter counts per whole second; try again just after the next one starts."""
-    return 1000 - int(time.time() * 1000) % 1000 + random.randint(5, 60)
 
 
 def _seconds(retry_after) -> float:

@@ -8,15 +8,19 @@ middleware runs, never at import time and never on another loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
 from telegram import Bot
+from telegram.error import NetworkError
 
 from bot.outbox import Outbox
 from bot.runs import Runs
 from bot.settings import Settings
 from bot.store import Store
 from handlers.botapi import make_bot
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,6 +67,12 @@ async def close_resources() -> None:
 async def _create(settings: Settings) -> Resources:
     store = Store(settings.effective_database_url)
     bot = make_bot(settings)
-    await bot.initialize()
+    try:
+        await bot.initialize()
+    except NetworkError as exc:
+        # The Bot API may be down, or not up yet (``aegis up`` starts the worker before the web
+        # server that hosts the emulator). The store must still serve heartbeats and runs; the
+        # Bot's connections are ready, and a send that fails is retried like any network error.
+        logger.warning("the Bot API is unreachable for now: %s", exc.message)
     outbox = Outbox(store, file_over_chars=settings.outbox_file_over_chars)
     return Resources(settings, store, outbox, Runs(store), bot)

@@ -1,0 +1,229 @@
+"""The outbox on SQLite and Postgres: splitting, idempotent puts, exclusive leases, order."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import update
+
+from bot.outbox import (
+    LEASE,
+    TELEGRAM_TEXT_LIMIT,
+    Outbox,
+    OutboxKind,
+    OutboxStatus,
+    split_text,
+)
+from bot.store import Store
+from bot.tables import outbox as outbox_table
+from bot.timeutil import now
+
+CHAT, OTHER_CHAT = 501, 502
+
+# -- split_text ----------------------------------------------------------------------------
+
+words = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=0, max_size=40)
+long_runs = st.builds(  # a long stretch with no space at all, or all spaces
+    lambda char, count: char * count,
+    st.sampled_from(["x", " ", "é", "😀", "\n"]),
+    st.integers(1, 9000),
+)
+pieces = st.lists(st.one_of(words, long_runs, st.just("\n"), st.just(" ")), max_size=60)
+texts = pieces.map("".join)
+
+
+def visible(text: str) -> str:
+    return "".join(char for char in text if not char.isspace())
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_every_part_fits_none_is_blank_and_nothing_visible_is_lost(text):
+    parts = split_text(text)
+    if not text.strip():
+        return  # Outbox.put refuses blank text; nothing to deliver
+    assert parts
+    assert all(len(part) <= TELEGRAM_TEXT_LIMIT for part in parts)
+    assert all(part.strip() for part in parts)
+    assert visible("".join(parts)) == visible(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=TELEGRAM_TEXT_LIMIT).filter(str.strip))
+def test_a_text_within_the_limit_is_one_part_unchanged(text):
+    assert split_text(text) == [text]
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.text("abc ", min_size=1, max_size=30).filter(str.strip), min_size=1, max_size=2000)
+)
+def test_many_short_lines_are_split_only_at_line_boundaries(lines):
+    text = "\n".join(lines)
+    parts = split_text(text)
+    assert all(len(part) <= TELEGRAM_TEXT_LIMIT for part in parts)
+    # No line is cut in two: each part is a run of whole lines.
+    assert [line for part in parts for line in part.split("\n")] == lines
+
+
+def test_ten_thousand_characters_of_lines_become_three_parts():
+    line = "a" * 99 + "\n"
+    parts = split_text(line * 100)
+    assert len(parts) == 3
+    assert all(part.endswith("a") and len(part) <= TELEGRAM_TEXT_LIMIT for part in parts)
+
+
+def test_a_long_line_is_cut_at_a_space_when_there_is_one():
+    text = ("word " * 1000).strip()
+    parts = split_text(text)
+    assert all(part.endswith(" ") for part in parts[:-1])
+    assert "".join(parts) == text
+
+
+# -- Outbox --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def box(store) -> Outbox:
+    return Outbox(store, file_over_chars=12_000)
+
+
+async def test_put_with_the_same_key_twice_returns_the_same_row(box):
+    first = await box.put(CHAT, "hello", idempotency_key="greet:1")
+    again = await box.put(CHAT, "hello, edited", idempotency_key="greet:1")
+    assert first[1] is True
+    assert again == (first[0], False)
+    assert (await box.get(first[0]))["parts"] == ["hello"]
+    assert await box.counts() == {"pending": 1}
+
+
+async def test_put_without_a_key_always_makes_a_new_row(box):
+    first, _ = await box.put(CHAT, "hello")
+    second, new = await box.put(CHAT, "hello")
+    assert new and second != first
+
+
+async def test_blank_text_is_refused(box):
+    with pytest.raises(ValueError):
+        await box.put(CHAT, " \n ")
+
+
+async def test_a_row_records_everything_delivery_needs(box):
+    markup = {"inline_keyboard": [[{"text": "OK", "callback_data": "a:1:ok:xxxxxxxxxx"}]]}
+    message_id, _ = await box.put(CHAT, "hi", reply_markup=markup, reply_to_message_id=7)
+    row = await box.get(message_id)
+    assert row["kind"] == OutboxKind.TEXT
+    assert row["status"] == OutboxStatus.PENDING
+    assert row["reply_markup"] == markup and row["reply_to_message_id"] == 7
+    assert row["parts_sent"] == 0 and row["telegram_message_ids"] == [] and row["attempts"] == 0
+    assert row["created_at"].tzinfo is not None
+
+
+async def test_a_long_text_is_split_and_a_text_past_the_file_limit_becomes_a_document(box):
+    long_id, _ = await box.put(CHAT, ("x" * 99 + "\n") * 100)
+    assert len((await box.get(long_id))["parts"]) == 3
+    text = ("y" * 99 + "\n") * 121  # 12,100 characters
+    doc_id, _ = await box.put(CHAT, text)
+    row = await box.get(doc_id)
+    assert row["kind"] == OutboxKind.DOCUMENT
+    assert row["parts"] == [text]
+
+
+async def test_claim_is_exclusive_while_the_lease_holds(box):
+    message_id, _ = await box.put(CHAT, "once")
+    message = await box.claim(message_id)
+    assert message is not None and message.attempts == 1 and message.parts == ["once"]
+    assert await box.claim(message_id) is None
+    row = await box.get(message_id)
+    assert row["status"] == OutboxStatus.SENDING
+    assert row["lease_until"] > now() + LEASE - timedelta(seconds=10)
+
+
+async def test_ten_concurrent_claims_from_separate_stores_have_one_winner(database_url, store):
+    message_id, _ = await Outbox(store).put(CHAT, "contested")
+    stores = [Store(database_url) for _ in range(10)]
+    try:
+        claims = await asyncio.gather(*(Outbox(s).claim(message_id) for s in stores))
+    finally:
+        for s in stores:
+            await s.close()
+    assert sum(claim is not None for claim in claims) == 1
+
+
+async def test_a_lapsed_lease_can_be_claimed_again(box, store):
+    message_id, _ = await box.put(CHAT, "crashed worker")
+    assert await box.claim(message_id) is not None
+    await set_columns(store, message_id, lease_until=now() - timedelta(seconds=1))
+    again = await box.claim(message_id)
+    assert again is not None and again.attempts == 2
+
+
+async def test_sent_and_failed_rows_are_never_claimed(box):
+    sent, _ = await box.put(CHAT, "a")
+    failed, _ = await box.put(CHAT, "b")
+    await box.mark_sent(sent)
+    await box.mark_failed(failed, "Forbidden: bot was blocked by the user")
+    assert await box.claim(sent) is None and await box.claim(failed) is None
+    assert (await box.get(failed))["last_error"] == "Forbidden: bot was blocked by the user"
+    assert (await box.get(sent))["sent_at"] is not None
+
+
+async def test_release_gives_the_row_back_and_keeps_recorded_parts(box):
+    message_id, _ = await box.put(CHAT, ("z" * 99 + "\n") * 100)
+    message = await box.claim(message_id)
+    await box.record_part(message, 11)
+    await box.release(message_id, "429: retry after 1")
+    again = await box.claim(message_id)
+    assert again.parts_sent == 1 and again.telegram_message_ids == [11]
+    assert (await box.get(message_id))["last_error"] == "429: retry after 1"
+
+
+async def test_an_older_undelivered_message_to_the_same_chat_blocks_a_newer_one(box):
+    first, _ = await box.put(CHAT, "first")
+    second, _ = await box.put(CHAT, "second")
+    elsewhere, _ = await box.put(OTHER_CHAT, "other chat")
+    second_message = await box.claim(second)
+    assert await box.is_blocked_by_older(second_message)
+    assert not await box.is_blocked_by_older(await box.claim(elsewhere))
+    first_message = await box.claim(first)
+    assert not await box.is_blocked_by_older(first_message)
+    assert await box.is_blocked_by_older(second_message)  # still sending
+    await box.mark_sent(first)
+    assert not await box.is_blocked_by_older(second_message)
+
+
+async def test_a_failed_older_message_does_not_block_the_chat(box):
+    first, _ = await box.put(CHAT, "first")
+    second, _ = await box.put(CHAT, "second")
+    await box.mark_failed(first, "BadRequest: chat not found")
+    assert not await box.is_blocked_by_older(await box.claim(second))
+
+
+async def test_due_for_retry_finds_old_pending_rows_and_lapsed_leases(box, store):
+    fresh, _ = await box.put(CHAT, "fresh")
+    old, _ = await box.put(CHAT, "old")
+    lapsed, _ = await box.put(CHAT, "lapsed")
+    leased, _ = await box.put(CHAT, "leased")
+    done, _ = await box.put(CHAT, "done")
+    long_ago = now() - timedelta(minutes=5)
+    await set_columns(store, old, created_at=long_ago)
+    for message_id in (lapsed, leased, done):
+        await set_columns(store, message_id, created_at=long_ago)
+        await box.claim(message_id)
+    await set_columns(store, lapsed, lease_until=now() - timedelta(seconds=1))
+    await box.mark_sent(done)
+
+    assert await box.due_for_retry(older_than=timedelta(seconds=20)) == [old, lapsed]
+    assert await box.due_for_retry(older_than=timedelta(seconds=20), limit=1) == [old]
+    assert fresh in await box.due_for_retry(older_than=timedelta(seconds=-1))
+
+
+async def set_columns(store: Store, message_id: int, **values) -> None:
+    async with store.write() as conn:
+        await conn.execute(
+            update(outbox_table).where(outbox_table.c.id == message_id).values(**values)
+        )

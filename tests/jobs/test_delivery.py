@@ -1,0 +1,204 @@
+"""The delivery actor end to end: outbox row -> real Dramatiq worker on Redis -> PTB Bot over
+HTTP -> the emulator, on SQLite and on Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bot.callbacks import CallbackSigner
+from tests.helpers.outbox import (
+    OTHER_CHAT,
+    bot_texts,
+    delivery_runs,
+    delivery_stack,
+    settled_row,
+)
+from tests.helpers.stack import OWNER_CHAT, eventually
+
+
+@pytest.fixture
+async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
+    async with delivery_stack(
+        tmp_path / "data", database_url, redis_server_url, redis_namespace
+    ) as running:
+        yield running
+
+
+def keyboard(signer: CallbackSigner, choice: str = "ok") -> dict:
+    data = signer.sign("test", "1", choice)
+    return {"inline_keyboard": [[{"text": "OK", "callback_data": data}]]}
+
+
+async def test_a_message_arrives_once_and_its_row_records_the_telegram_id(stack):
+    outbox_id = await stack.services.say(OWNER_CHAT, "hello from the outbox")
+    row = await settled_row(stack, outbox_id)
+    assert row["status"] == "sent" and row["sent_at"] is not None and row["last_error"] is None
+    [message] = await stack.bot_messages()
+    assert message["text"] == "hello from the outbox"
+    assert row["telegram_message_ids"] == [message["message_id"]]
+    assert row["parts_sent"] == 1 and row["attempts"] == 1
+    assert (await stack.emulator.stats())["messages_sent_by_bot"] == 1
+
+
+async def test_a_repeated_idempotency_key_sends_nothing_more(stack):
+    first = await stack.services.say(OWNER_CHAT, "only once", key="test:once")
+    await settled_row(stack, first)
+    again = await stack.services.say(OWNER_CHAT, "only once", key="test:once")
+    assert again == first
+    fence = await stack.services.say(OWNER_CHAT, "a later message")
+    await settled_row(stack, fence)
+    assert await bot_texts(stack) == ["only once", "a later message"]
+
+
+async def test_ten_thousand_characters_arrive_as_three_parts_split_at_lines(stack):
+    lines = [f"line {number:03d} ".ljust(99, ".") for number in range(100)]
+    text = "\n".join(lines) + "\n"
+    assert len(text) == 10_000
+    markup = keyboard(stack.services.signer)
+    outbox_id = await stack.services.say(OWNER_CHAT, text, reply_markup=markup)
+    row = await settled_row(stack, outbox_id)
+    assert row["status"] == "sent"
+
+    messages = await stack.bot_messages()
+    assert len(messages) == 3
+    assert [m["message_id"] for m in messages] == row["telegram_message_ids"]
+    parts = [m["text"] for m in messages]
+    assert all(len(part) <= 4096 for part in parts)
+    assert "\n".join(parts).split("\n") == lines  # whole lines, in order, none lost
+    assert [m["reply_markup"] for m in messages] == [None, None, markup]
+
+
+async def test_a_text_past_the_file_limit_arrives_as_a_document(
+    tmp_path, database_url, redis_server_url, redis_namespace
+):
+    async with delivery_stack(
+        tmp_path / "data",
+        database_url,
+        redis_server_url,
+        redis_namespace,
+        outbox_file_over_chars=5_000,
+    ) as stack:
+        text = "".join(f"row {number}: ünïcödé ✓\n" for number in range(400))
+        assert len(text) > 5_000
+        markup = keyboard(stack.services.signer)
+        outbox_id = await stack.services.say(OWNER_CHAT, text, reply_markup=markup)
+        assert (await settled_row(stack, outbox_id))["status"] == "sent"
+        [message] = await stack.bot_messages()
+        document = message["document"]
+        assert document is not None and document["filename"].endswith(".txt")
+        assert message["caption"].startswith("row 0: ünïcödé ✓")
+        assert message["reply_markup"] == markup
+        content = await stack.emulator.file_content(document["file_id"])
+        assert content.decode("utf-8") == text
+
+
+async def test_messages_to_one_chat_keep_their_order_when_queued_together(stack):
+    texts = [f"message {number}" for number in range(8)]
+    other = [f"elsewhere {number}" for number in range(3)]
+    ids = await asyncio.gather(
+        *(stack.services.say(OWNER_CHAT, text) for text in texts),
+        *(stack.services.say(OTHER_CHAT, text) for text in other),
+    )
+    for outbox_id in ids:
+        assert (await settled_row(stack, outbox_id))["status"] == "sent"
+    # gather starts the puts in order, but the ids are what the outbox promises to keep
+    by_id = sorted(zip(ids[: len(texts)], texts, strict=True))
+    assert await bot_texts(stack) == [text for _, text in by_id]
+    other_by_id = sorted(zip(ids[len(texts) :], other, strict=True))
+    assert await bot_texts(stack, OTHER_CHAT) == [text for _, text in other_by_id]
+
+
+async def test_a_duplicate_delivery_message_does_not_send_twice(stack):
+    outbox_id = await stack.services.say(OWNER_CHAT, "exactly once")
+    await settled_row(stack, outbox_id)
+    deliver = stack.broker.get_actor("deliver")
+    duplicate = deliver.send(outbox_id)
+
+    async def duplicate_ran():
+        runs = await delivery_runs(stack)
+        return [run for run in runs if run.summary == {"already_delivered_or_taken": 1}]
+
+    [run] = await eventually(duplicate_ran)
+    assert run.status == "completed"
+    assert await bot_texts(stack) == ["exactly once"]
+    assert duplicate.message_id  # the run belongs to the message we sent
+    row = await stack.services.outbox.get(outbox_id)
+    assert row["attempts"] == 1 and row["status"] == "sent"
+
+
+async def test_a_user_who_blocked_the_bot_fails_the_row_for_good(stack):
+    await stack.emulator.block(OWNER_CHAT)
+    outbox_id = await stack.services.say(OWNER_CHAT, "you blocked me")
+    row = await settled_row(stack, outbox_id)
+    assert row["status"] == "failed"
+    assert "Forbidden" in row["last_error"] and "blocked" in row["last_error"]
+
+    async def failure_recorded():
+        runs = await delivery_runs(stack)
+        return [run for run in runs if run.summary.get("messages_failed") == 1]
+
+    [run] = await eventually(failure_recorded)
+    assert run.status == "completed"  # refused for good: no Dramatiq retry either
+    # A sweep or a stray duplicate finds nothing to do: the row is never claimed again.
+    stack.broker.get_actor("deliver").send(outbox_id)
+    await eventually(lambda: _run_with(stack, {"already_delivered_or_taken": 1}))
+    row = await stack.services.outbox.get(outbox_id)
+    assert row["attempts"] == 1 and row["status"] == "failed"
+    assert await stack.bot_messages() == []
+
+
+async def test_every_delivery_writes_a_run_with_a_summary(stack):
+    ids = [await stack.services.say(OWNER_CHAT, f"counted {n}") for n in range(3)]
+    for outbox_id in ids:
+        await settled_row(stack, outbox_id)
+
+    async def three_sent():
+        runs = await delivery_runs(stack)
+        sent = [run for run in runs if run.summary.get("messages_sent") == 1]
+        return runs if len(sent) == 3 else None
+
+    runs = await eventually(three_sent)
+    assert all(run.summary for run in runs)  # never "completed" with nothing to say
+    assert all(run.status == "completed" and run.finished_at for run in runs)
+
+
+async def test_our_rate_limit_keeps_telegram_from_refusing_anything(
+    tmp_path, database_url, redis_server_url, redis_namespace
+):
+    async with delivery_stack(
+        tmp_path / "data",
+        database_url,
+        redis_server_url,
+        redis_namespace,
+        outbox_per_chat_per_second=1,
+    ) as stack:
+        await stack.emulator.set_flood(True, per_chat_per_second=1, global_per_second=30)
+        texts = [f"paced {n}" for n in range(4)]
+        ids = [await stack.services.say(OWNER_CHAT, text) for text in texts]
+        for outbox_id in ids:
+            assert (await settled_row(stack, outbox_id, timeout=15))["status"] == "sent"
+        assert await bot_texts(stack) == texts
+        assert (await stack.emulator.stats())["rate_limited"] == 0
+        runs = await delivery_runs(stack)
+        assert any(run.summary.get("rate_limited") for run in runs)  # the limiter did work
+
+
+async def test_a_429_is_honoured_and_every_message_arrives_once_in_order(stack):
+    # Our limiter is at 1000/s here (make_settings), so only Telegram's 429s hold us back.
+    await stack.emulator.set_flood(True, per_chat_per_second=1, global_per_second=30)
+    texts = [f"flooded {n}" for n in range(4)]
+    ids = [await stack.services.say(OWNER_CHAT, text) for text in texts]
+    for outbox_id in ids:
+        assert (await settled_row(stack, outbox_id, timeout=15))["status"] == "sent"
+    assert await bot_texts(stack) == texts
+    stats = await stack.emulator.stats()
+    assert stats["rate_limited"] > 0
+    assert stats["messages_sent_by_bot"] == 4
+    runs = await delivery_runs(stack)
+    assert any(run.summary.get("telegram_429") for run in runs)
+
+
+async def _run_with(stack, summary: dict) -> bool:
+    return any(run.summary == summary for run in await delivery_runs(stack))
