@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, exists, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from bot.store import Store
@@ -122,13 +122,29 @@ class Outbox:
                 raise
             return await self._id_for_key(idempotency_key), False
 
-    async def claim(self, message_id: int) -> OutgoingMessage | None:
-        """Take the row for sending, unless it is done or another delivery holds its lease."""
+    async def claim(
+        self, message_id: int, *, in_chat_order: bool = False
+    ) -> OutgoingMessage | None:
+        """Take the row for sending, unless it is done or another delivery holds its lease.
+
+        With ``in_chat_order`` it is not taken either while an older message to the same chat
+        is undelivered (``status_of`` then still says pending): one statement, one transaction.
+        """
         moment = now()
         claimable = or_(
             outbox.c.status == OutboxStatus.PENDING,
             and_(outbox.c.status == OutboxStatus.SENDING, outbox.c.lease_until < moment),
         )
+        if in_chat_order:
+            older = outbox.alias("older")
+            claimable = and_(
+                claimable,
+                ~exists().where(
+                    older.c.chat_id == outbox.c.chat_id,
+                    older.c.id < outbox.c.id,
+                    older.c.status.in_([OutboxStatus.PENDING, OutboxStatus.SENDING]),
+                ),
+            )
         async with self.store.write() as conn:
             result = await conn.execute(
                 update(outbox)
@@ -154,12 +170,17 @@ class Outbox:
             return (await conn.execute(query)).scalar_one() > 0
 
     async def record_part(self, message: OutgoingMessage, telegram_message_id: int) -> None:
+        """Record a part as sent; the last part also marks the message sent (one transaction)."""
         ids = [*message.telegram_message_ids, telegram_message_id]
+        moment = now()
+        values: dict[str, Any] = {"lease_until": moment + LEASE}
+        if len(ids) == len(message.parts):
+            values = {"status": OutboxStatus.SENT, "sent_at": moment, "last_error": None}
         async with self.store.write() as conn:
             await conn.execute(
                 update(outbox)
                 .where(outbox.c.id == message.id)
-                .values(parts_sent=len(ids), telegram_message_ids=ids, lease_until=now() + LEASE)
+                .values(parts_sent=len(ids), telegram_message_ids=ids, **values)
             )
         message.telegram_message_ids = ids
         message.parts_sent = len(ids)
@@ -193,6 +214,11 @@ class Outbox:
         )
         async with self.store.read() as conn:
             return list((await conn.execute(query)).scalars())
+
+    async def status_of(self, message_id: int) -> str | None:
+        async with self.store.read() as conn:
+            query = select(outbox.c.status).where(outbox.c.id == message_id)
+            return (await conn.execute(query)).scalar()
 
     async def get(self, message_id: int) -> dict[str, Any] | None:
         async with self.store.read() as conn:

@@ -35,6 +35,30 @@ class Run:
     finished_at: datetime | None
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """A finished job, as the worker saw it."""
+
+    job: str
+    message_id: str
+    status: RunStatus
+    started_at: datetime
+    finished_at: datetime
+    summary: dict[str, Any]
+    error: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "message_id": self.message_id,
+            "status": self.status,
+            "summary": self.summary,
+            "error": self.error and self.error[:2000],
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
 class Runs:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -49,18 +73,15 @@ class Runs:
         summary: dict[str, Any] | None = None,
         error: str | None = None,
     ) -> None:
+        record = RunRecord(job, message_id, status, started_at, now(), summary or {}, error)
+        await self.record_many([record])
+
+    async def record_many(self, records: list[RunRecord]) -> None:
+        """Write several runs in one transaction (the worker batches them)."""
+        if not records:
+            return
         async with self.store.write() as conn:
-            await conn.execute(
-                insert(runs).values(
-                    job=job,
-                    message_id=message_id,
-                    status=status,
-                    summary=summary or {},
-                    error=error and error[:2000],
-                    started_at=started_at,
-                    finished_at=now(),
-                )
-            )
+            await conn.execute(insert(runs), [record.row() for record in records])
 
     async def latest(self, limit: int = 10, *, exclude_jobs: tuple[str, ...] = ()) -> list[Run]:
         query = select(runs).order_by(runs.c.id.desc()).limit(limit)

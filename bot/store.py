@@ -2,9 +2,16 @@
 
 SQLite needs care to never fail with "database is locked": a deferred transaction that reads
 and then writes can be refused at once, without waiting, when another connection wrote in
-between. So every write transaction starts with ``BEGIN IMMEDIATE`` (it takes the write lock
-up front and waits for it up to the busy timeout), writes in one process queue on a single
-connection, and reads run on their own pool under WAL, never blocked by the writer.
+between. So every write transaction starts with ``BEGIN IMMEDIATE``, which takes the write lock
+up front; writes from one event loop queue on a single connection, and reads run on their own
+pool under WAL, never blocked by the writer.
+
+When another connection holds the write lock (another process, or the worker's loop in
+``aegis up``), ``BEGIN IMMEDIATE`` is retried here with sleeps of a fraction of a millisecond
+to a few milliseconds, up to the busy timeout. SQLite's own busy handler would also wait, but it
+sleeps 1, 2, 5, 10, 15, 20, 25 ms and more between tries, which turns light contention into
+tens of milliseconds per transaction. Nothing has run yet when ``BEGIN`` is refused, so the
+retry is always safe.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from bot.errors import StoreError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE_LOCK_FIRST_WAIT = 0.0002
+WRITE_LOCK_LONGEST_WAIT = 0.005
 OUTAGE_ERRORS = (OperationalError, InterfaceError, OSError, ConnectionError)
 
 
@@ -32,7 +41,9 @@ class Store:
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
         if self.is_sqlite:
             self.read_engine = _sqlite_engine(url, begin="BEGIN", pool_size=4, echo=echo)
-            self.write_engine = _sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=1, echo=echo)
+            self.write_engine = _sqlite_engine(
+                url, begin="BEGIN IMMEDIATE", pool_size=1, echo=echo, busy_timeout_ms=0
+            )
         else:
             self.read_engine = self.write_engine = create_async_engine(
                 url, echo=echo, pool_pre_ping=True, pool_size=5, max_overflow=5
@@ -47,8 +58,36 @@ class Store:
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A transaction that commits at the end, or rolls back on any error."""
-        async with _translate_outages(self), self.write_engine.begin() as conn:
-            yield conn
+        async with _translate_outages(self):
+            if not self.is_sqlite:
+                async with self.write_engine.begin() as conn:
+                    yield conn
+                return
+            async with self._sqlite_write_lock() as conn:
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def _sqlite_write_lock(self) -> AsyncIterator[AsyncConnection]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SQLITE_BUSY_TIMEOUT_MS / 1000
+        wait = WRITE_LOCK_FIRST_WAIT
+        while True:
+            async with self.write_engine.connect() as conn:
+                try:
+                    await conn.begin()
+                except OperationalError as exc:
+                    if not _is_busy(exc) or loop.time() > deadline:
+                        raise
+                else:
+                    try:
+                        yield conn
+                    except BaseException:
+                        await conn.rollback()
+                        raise
+                    await conn.commit()
+                    return
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, WRITE_LOCK_LONGEST_WAIT)
 
     def describe(self) -> str:
         """Which database this is, for /status and doctor, without any password."""
@@ -102,14 +141,25 @@ def _reason(exc: BaseException) -> str:
     return text[:200]
 
 
-def _sqlite_engine(url: str, *, begin: str, pool_size: int, echo: bool) -> AsyncEngine:
+def _is_busy(exc: OperationalError) -> bool:
+    return "database is locked" in str(exc.orig) or "database is busy" in str(exc.orig)
+
+
+def _sqlite_engine(
+    url: str,
+    *,
+    begin: str,
+    pool_size: int,
+    echo: bool,
+    busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+) -> AsyncEngine:
     engine = create_async_engine(
         url,
         echo=echo,
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=SQLITE_BUSY_TIMEOUT_MS / 1000 * 2,
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        connect_args={"timeout": busy_timeout_ms / 1000},
     )
     sync_engine = engine.sync_engine
 
@@ -119,8 +169,9 @@ def _sqlite_engine(url: str, *, begin: str, pool_size: int, echo: bool) -> Async
         # "Serializable isolation / Savepoints / Transactional DDL" for pysqlite).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")  # may wait for a lock on a brand-new file
+        cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()

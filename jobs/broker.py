@@ -44,10 +44,12 @@ def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBrok
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
     )
     broker = RedisBroker(client=client, namespace=namespace)
+    # Dramatiq runs ``after_*`` hooks in reverse: at shutdown the heartbeat goes, then the last
+    # runs are flushed, then the worker's resources close, then AsyncIO stops the loop.
     broker.add_middleware(AsyncIO())
+    broker.add_middleware(WorkerResources())
     broker.add_middleware(RunRecorder())
     broker.add_middleware(WorkerHeartbeat())
-    broker.add_middleware(WorkerResources())
     dramatiq.set_broker(broker)
     if _configured is not None:
         _rebind_actors(_configured, broker)

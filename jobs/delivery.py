@@ -19,7 +19,7 @@ import dramatiq
 from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 
-from bot.outbox import OutboxKind, OutgoingMessage
+from bot.outbox import OutboxKind, OutboxStatus, OutgoingMessage
 from jobs.broker import require_broker
 from jobs.resources import resources
 
@@ -80,14 +80,13 @@ _limits = _Limits()
 @dramatiq.actor(queue_name="outbox", max_retries=10, min_backoff=500, max_backoff=60_000)
 async def deliver(outbox_id: int) -> dict:
     res = await resources()
-    message = await res.outbox.claim(outbox_id)
-    if message is None:
-        return {"already_delivered_or_taken": 1}
-    if await res.outbox.is_blocked_by_older(message):
-        await res.outbox.release(message.id)
-        _send_later(outbox_id, ORDER_RETRY_MS)
+    message = await res.outbox.claim(outbox_id, in_chat_order=True)
+    if message is not None:
+        return await _send_parts(res, message)
+    if await res.outbox.status_of(outbox_id) == OutboxStatus.PENDING:
+        _send_later(outbox_id, ORDER_RETRY_MS)  # an older message to this chat goes first
         return {"deferred_for_order": 1}
-    return await _send_parts(res, message)
+    return {"already_delivered_or_taken": 1}
 
 
 async def _send_parts(res, message: OutgoingMessage) -> dict:
@@ -121,7 +120,8 @@ async def _send_parts(res, message: OutgoingMessage) -> dict:
     except Exception as exc:
         await res.outbox.release(message.id, f"{type(exc).__name__}: {exc}")
         raise
-    await res.outbox.mark_sent(message.id)
+    if sent == 0:  # nothing was left to send: a rerun after the last part was recorded
+        await res.outbox.mark_sent(message.id)
     return {"messages_sent": sent}
 
 

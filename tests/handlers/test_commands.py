@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.helpers.stack import eventually
+
 
 async def test_start_and_help_explain_the_bot(stack):
     [start] = await stack.ask("/start")
@@ -14,12 +16,17 @@ async def test_ping_is_answered_by_the_worker_with_the_round_trip(stack):
     [pong] = await stack.ask("/ping")
     assert pong["text"].startswith("pong from worker")
     assert " ms" in pong["text"]
-    runs = await stack.services.runs.latest(10)
-    assert any(run.job == "ping" and run.summary == {"messages_queued": 1} for run in runs)
+
+    async def ping_run_recorded():
+        runs = await stack.services.runs.latest(10)
+        return any(run.job == "ping" and run.summary == {"messages_queued": 1} for run in runs)
+
+    await eventually(ping_run_recorded)
 
 
 async def test_status_shows_processes_queues_database_broker_and_jobs(stack):
     await stack.ask("/ping")
+    await eventually(lambda: stack.services.runs.latest(5))
     [status] = await stack.ask("/status")
     text = status["text"]
     assert "web: web@" in text and "worker: worker@" in text
