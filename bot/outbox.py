@@ -122,33 +122,39 @@ class Outbox:
                 raise
             return await self._id_for_key(idempotency_key), False
 
-    async def claim(
-        self, message_id: int, *, in_chat_order: bool = False
-    ) -> OutgoingMessage | None:
-        """Take the row for sending, unless it is done or another delivery holds its lease.
+    async def claim(self, message_id: int) -> OutgoingMessage | None:
+        """Take the row for sending, unless it is done or another delivery holds its lease."""
+        moment = now()
+        return await self._claim_where(outbox.c.id == message_id, moment)
 
-        With ``in_chat_order`` it is not taken either while an older message to the same chat
-        is undelivered (``status_of`` then still says pending): one statement, one transaction.
+    async def claim_next_in_chat(self, message_id: int) -> OutgoingMessage | None:
+        """Take the oldest undelivered row of the chat ``message_id`` belongs to, unless a
+        delivery to that chat is under way: one sender per chat at a time keeps the order.
+
+        The row's own state is part of the condition too, so on Postgres, where two of these
+        can run at once, the second finds the row taken when it re-reads it.
         """
         moment = now()
-        claimable = or_(
-            outbox.c.status == OutboxStatus.PENDING,
-            and_(outbox.c.status == OutboxStatus.SENDING, outbox.c.lease_until < moment),
+        chat = select(outbox.c.chat_id).where(outbox.c.id == message_id).scalar_subquery()
+        candidate = outbox.alias("candidate")
+        oldest = (
+            select(func.min(candidate.c.id))
+            .where(candidate.c.chat_id == chat, _claimable(candidate, moment))
+            .scalar_subquery()
         )
-        if in_chat_order:
-            older = outbox.alias("older")
-            claimable = and_(
-                claimable,
-                ~exists().where(
-                    older.c.chat_id == outbox.c.chat_id,
-                    older.c.id < outbox.c.id,
-                    older.c.status.in_([OutboxStatus.PENDING, OutboxStatus.SENDING]),
-                ),
-            )
+        sending = outbox.alias("sending")
+        busy = exists().where(
+            sending.c.chat_id == chat,
+            sending.c.status == OutboxStatus.SENDING,
+            sending.c.lease_until >= moment,
+        )
+        return await self._claim_where(and_(outbox.c.id == oldest, ~busy), moment)
+
+    async def _claim_where(self, condition, moment) -> OutgoingMessage | None:
         async with self.store.write() as conn:
             result = await conn.execute(
                 update(outbox)
-                .where(outbox.c.id == message_id, claimable)
+                .where(condition, _claimable(outbox, moment))
                 .values(
                     status=OutboxStatus.SENDING,
                     lease_until=moment + LEASE,
@@ -242,6 +248,14 @@ class Outbox:
         async with self.store.read() as conn:
             query = select(outbox.c.id).where(outbox.c.idempotency_key == key)
             return (await conn.execute(query)).scalar_one()
+
+
+def _claimable(table, moment):
+    """Pending, or being sent by a delivery whose lease ran out (a crashed worker)."""
+    return or_(
+        table.c.status == OutboxStatus.PENDING,
+        and_(table.c.status == OutboxStatus.SENDING, table.c.lease_until < moment),
+    )
 
 
 def _message(row: Any) -> OutgoingMessage:

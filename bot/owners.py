@@ -56,8 +56,15 @@ class Owners:
         self._paired_loaded_at = float("-inf")
         return True
 
-    async def note_unknown(self, user_id: int, display_name: str) -> bool:
-        """Record an update from a stranger; True when they are due their (hourly) refusal."""
+    async def note_unknown(
+        self, user_id: int, display_name: str, *, refusable: bool = True
+    ) -> bool:
+        """Record an update from a stranger; True when they are due their (hourly) refusal.
+
+        Only a ``refusable`` update (one in a private chat, where the refusal is sent) uses up
+        the hour's refusal: a stranger first seen in a group still hears it when they write in
+        private.
+        """
         moment = now()
         async with self.store.write() as conn:
             seen = await conn.execute(
@@ -77,10 +84,12 @@ class Owners:
                         first_seen_at=moment,
                         last_seen_at=moment,
                         updates_seen=1,
-                        last_refused_at=moment,
+                        last_refused_at=moment if refusable else None,
                     )
                 )
-                return True
+                return refusable
+            if not refusable:
+                return False
             refused = await conn.execute(
                 update(unknown_senders)
                 .where(

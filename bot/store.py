@@ -4,7 +4,8 @@ SQLite needs care to never fail with "database is locked": a deferred transactio
 and then writes can be refused at once, without waiting, when another connection wrote in
 between. So every write transaction starts with ``BEGIN IMMEDIATE``, which takes the write lock
 up front; writes from one event loop queue on a single connection, and reads run on their own
-pool under WAL, never blocked by the writer.
+pool under WAL, never blocked by the writer. Writers of one process, whatever their event loop,
+take turns on a lock of the process first (bot/writelock.py), so they never spin on SQLite's.
 
 When another connection holds the write lock (another process, or the worker's loop in
 ``aegis up``), ``BEGIN IMMEDIATE`` is retried here with sleeps of a fraction of a millisecond
@@ -26,6 +27,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from bot.errors import StoreError
+from bot.writelock import lock_for
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_LOCK_FIRST_WAIT = 0.0002
@@ -44,6 +46,7 @@ class Store:
             self.write_engine = _sqlite_engine(
                 url, begin="BEGIN IMMEDIATE", pool_size=1, echo=echo, busy_timeout_ms=0
             )
+            self._process_lock = lock_for(str(self.url.database))
         else:
             self.read_engine = self.write_engine = create_async_engine(
                 url, echo=echo, pool_pre_ping=True, pool_size=5, max_overflow=5
@@ -68,26 +71,25 @@ class Store:
 
     @contextlib.asynccontextmanager
     async def _sqlite_write_lock(self) -> AsyncIterator[AsyncConnection]:
+        """This loop's write connection first (its writers queue there), then this process's
+        turn at the file, then SQLite's own lock, retried briefly while another process has it.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SQLITE_BUSY_TIMEOUT_MS / 1000
         wait = WRITE_LOCK_FIRST_WAIT
-        while True:
-            async with self.write_engine.connect() as conn:
-                try:
-                    await conn.begin()
-                except OperationalError as exc:
-                    if not _is_busy(exc) or loop.time() > deadline:
-                        raise
-                else:
-                    try:
-                        yield conn
-                    except BaseException:
-                        await conn.rollback()
-                        raise
-                    await conn.commit()
-                    return
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, WRITE_LOCK_LONGEST_WAIT)
+        async with self.write_engine.connect() as conn:
+            while True:
+                async with self._process_lock.held():
+                    if await _began(conn, deadline, loop):
+                        try:
+                            yield conn
+                        except BaseException:
+                            await conn.rollback()
+                            raise
+                        await conn.commit()
+                        return
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, WRITE_LOCK_LONGEST_WAIT)
 
     def describe(self) -> str:
         """Which database this is, for /status and doctor, without any password."""
@@ -139,6 +141,18 @@ def _reason(exc: BaseException) -> str:
     original = getattr(exc, "orig", None) or exc
     text = str(original).splitlines()[0] if str(original) else type(original).__name__
     return text[:200]
+
+
+async def _began(conn: AsyncConnection, deadline: float, loop) -> bool:
+    """BEGIN IMMEDIATE; False if another process holds the write lock (and time is left)."""
+    try:
+        await conn.begin()
+    except OperationalError as exc:
+        if not _is_busy(exc) or loop.time() > deadline:
+            raise
+        await conn.rollback()
+        return False
+    return True
 
 
 def _is_busy(exc: OperationalError) -> bool:

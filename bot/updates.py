@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.store import Store
 from bot.tables import updates
@@ -59,6 +59,12 @@ def describe_update(payload: dict[str, Any]) -> tuple[str, int | None]:
     return (kinds[0][:40] if kinds else "empty"), None
 
 
+def _insert_new(dialect: str):
+    """INSERT … ON CONFLICT DO NOTHING, which both SQLite and Postgres speak."""
+    module = postgresql if dialect == "postgresql" else sqlite
+    return module.insert(updates).on_conflict_do_nothing(index_elements=["bot_id", "update_id"])
+
+
 class UpdateLog:
     """Records updates and their outcome."""
 
@@ -68,8 +74,39 @@ class UpdateLog:
 
     async def record(self, payload: dict[str, Any]) -> bool:
         """True if this update is new; False if it was seen before and must be dropped."""
+        return bool(await self.record_many([payload]))
+
+    async def record_many(self, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Record a batch in one transaction; returns the new ones, in order (duplicates and
+        repeats within the batch are dropped)."""
+        moment = now()
+        rows = {}
+        for payload in payloads:
+            rows.setdefault(payload["update_id"], self._row(payload, moment))
+        if not rows:
+            return []
+        async with self.store.write() as conn:
+            statement = _insert_new(conn.dialect.name).returning(updates.c.update_id)
+            result = await conn.execute(statement, list(rows.values()))
+            new_ids = set(result.scalars())
+        return [rows[update_id]["payload"] for update_id in rows if update_id in new_ids]
+
+    async def mark_handled(self, update_id: int) -> None:
+        await self.mark_handled_many([update_id])
+
+    async def mark_handled_many(self, update_ids: list[int]) -> None:
+        if not update_ids:
+            return
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(updates)
+                .where(updates.c.bot_id == self.bot_id, updates.c.update_id.in_(update_ids))
+                .values(status=UpdateStatus.HANDLED, handled_at=now(), error=None)
+            )
+
+    def _row(self, payload: dict[str, Any], moment: datetime) -> dict[str, Any]:
         kind, sender_id = describe_update(payload)
-        row = {
+        return {
             "bot_id": self.bot_id,
             "update_id": payload["update_id"],
             "kind": kind,
@@ -77,17 +114,8 @@ class UpdateLog:
             "payload": payload,
             "status": UpdateStatus.PENDING,
             "attempts": 0,
-            "received_at": now(),
+            "received_at": moment,
         }
-        try:
-            async with self.store.write() as conn:
-                await conn.execute(insert(updates).values(**row))
-        except IntegrityError:
-            return False
-        return True
-
-    async def mark_handled(self, update_id: int) -> None:
-        await self._set(update_id, status=UpdateStatus.HANDLED, handled_at=now(), error=None)
 
     async def mark_unhandled(self, update_id: int, error: str, attempts: int) -> bool:
         """Leave the update for a retry; returns False once it has used up its attempts."""

@@ -26,23 +26,27 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     user = update.effective_user
     if user is not None and await svc.owners.is_owner(user.id):
         return
-    if user is not None and is_pairing_request(update):
+    if user is not None and is_pairing_request(update, context.bot.username):
         return
     if user is None:
         logger.info("dropped update %s with no sender", update.update_id)
         raise ApplicationHandlerStop
     logger.info("refused update %s from unknown sender %s", update.update_id, user.id)
-    due = await svc.owners.note_unknown(user.id, user.full_name)
+    chat = update.effective_chat
+    private = chat is not None and chat.type == "private"
+    due = await svc.owners.note_unknown(user.id, user.full_name, refusable=private)
     if update.callback_query is not None:
         await update.callback_query.answer()
-    chat = update.effective_chat
-    if due and chat is not None and chat.type == "private":
+    if due:
         await svc.say(chat.id, REFUSAL, key=f"refusal:{update.update_id}")
     raise ApplicationHandlerStop
 
 
-def is_pairing_request(update: Update) -> bool:
+def is_pairing_request(update: Update, bot_username: str) -> bool:
+    """``/pair`` or ``/pair@<this bot>`` in a private chat; ``/pair@another_bot`` is not ours
+    and would fall through to the other handlers, so it stays gated."""
     message = update.message
     if message is None or message.chat.type != "private" or not message.text:
         return False
-    return message.text.split(maxsplit=1)[0].split("@")[0] == "/pair"
+    command = message.text.split(maxsplit=1)[0].lower()
+    return command in ("/pair", f"/pair@{bot_username}".lower())

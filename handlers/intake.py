@@ -59,22 +59,52 @@ class Intake:
         return await self.log.record(validate_payload(payload))
 
     async def handle(self, payload: dict[str, Any], attempts: int = 0) -> None:
+        """Handle one update and mark its outcome (webhook deliveries, retries)."""
         update_id = payload["update_id"]
         self.in_flight.add(update_id)
         try:
-            await self._handle(payload, update_id, attempts)
+            if await self._process(payload, attempts):
+                await self.log.mark_handled(update_id)
         except StoreError as exc:
             logger.warning("could not mark update %s: %s (it will be retried)", update_id, exc)
         finally:
             self.in_flight.discard(update_id)
 
-    async def _handle(self, payload: dict[str, Any], update_id: int, attempts: int) -> None:
+    async def handle_batch(self, payloads: list[dict[str, Any]]) -> None:
+        """Handle a polled batch: chats side by side, each chat's updates in order, and the
+        handled ones marked in one transaction at the end."""
+        by_chat: dict[Any, list[dict[str, Any]]] = {}
+        for payload in payloads:
+            by_chat.setdefault(conversation_of(payload), []).append(payload)
+        self.in_flight.update(payload["update_id"] for payload in payloads)
+        try:
+            done = await asyncio.gather(*(self._process_in_order(p) for p in by_chat.values()))
+            await self.log.mark_handled_many([uid for handled in done for uid in handled])
+        except StoreError as exc:
+            logger.warning("could not mark a batch of updates: %s (they will be retried)", exc)
+        finally:
+            self.in_flight.difference_update(payload["update_id"] for payload in payloads)
+
+    async def _process_in_order(self, payloads: list[dict[str, Any]]) -> list[int]:
+        handled = []
+        for payload in payloads:
+            try:
+                if await self._process(payload, 0):
+                    handled.append(payload["update_id"])
+            except StoreError as exc:
+                logger.warning("update %s left for a retry: %s", payload["update_id"], exc)
+        return handled
+
+    async def _process(self, payload: dict[str, Any], attempts: int) -> bool:
+        """Run the update through the Application; True if it was handled, else its failure
+        is recorded (an outage leaves it pending for a retry)."""
+        update_id = payload["update_id"]
         try:
             update = Update.de_json(payload, self.application.bot)
         except Exception as exc:
             logger.warning("update %s is malformed: %s", update_id, exc)
             await self.log.mark_unhandled(update_id, f"malformed: {exc}", attempts=10**6)
-            return
+            return False
         outcome = HandlingOutcome()
         token = current_outcome.set(outcome)
         try:
@@ -82,11 +112,12 @@ class Intake:
         finally:
             current_outcome.reset(token)
         if outcome.error is None:
-            await self.log.mark_handled(update_id)
-        elif is_outage(outcome.error):
+            return True
+        if is_outage(outcome.error):
             await self.log.mark_unhandled(update_id, str(outcome.error), attempts + 1)
         else:
             await self.log.mark_unhandled(update_id, repr(outcome.error), attempts=10**6)
+        return False
 
     async def retry_pending(self) -> int:
         """Handle again what an outage interrupted; returns how many were tried."""
@@ -135,27 +166,48 @@ class Intake:
             offset = await self._take(batch or [], offset, stop)
 
     async def _take(self, batch: list[Any], offset: int, stop: asyncio.Event) -> int:
+        """Record the batch, move the offset past it, handle what is new."""
+        updates_ = []
         for payload in batch:
-            new = await self._record_until_stored(payload, stop)
-            if new is None:
-                return offset
-            offset = max(offset, payload["update_id"] + 1) if isinstance(payload, dict) else offset
-            if new:
-                await self.handle(payload)
+            try:
+                updates_.append(validate_payload(payload))
+            except TransportError as exc:
+                logger.warning("skipped something that is not an update: %s", exc)
+        new = await self._record_until_stored(updates_, stop)
+        if new is None:
+            return offset
+        for payload in updates_:
+            offset = max(offset, payload["update_id"] + 1)
+        await self.handle_batch(new)
         return offset
 
-    async def _record_until_stored(self, payload: Any, stop: asyncio.Event) -> bool | None:
+    async def _record_until_stored(
+        self, payloads: list[dict[str, Any]], stop: asyncio.Event
+    ) -> list[dict[str, Any]] | None:
         backoff = _Backoff()
         while not stop.is_set():
             try:
-                return await self.accept(payload)
-            except TransportError as exc:
-                logger.warning("skipped something that is not an update: %s", exc)
-                return False
+                return await self.log.record_many(payloads)
             except StoreError as exc:
-                logger.warning("cannot record an update yet, not acknowledging it: %s", exc)
+                logger.warning("cannot record updates yet, not acknowledging them: %s", exc)
                 await _wait(stop, backoff.next())
         return None
+
+
+def conversation_of(payload: dict[str, Any]) -> Any:
+    """The chat an update belongs to, so one chat's updates are handled in order."""
+    for kind in ("message", "edited_message", "channel_post", "edited_channel_post"):
+        body = payload.get(kind)
+        if isinstance(body, dict) and isinstance(body.get("chat"), dict):
+            return body["chat"].get("id")
+    query = payload.get("callback_query")
+    if isinstance(query, dict):
+        message = query.get("message")
+        if isinstance(message, dict) and isinstance(message.get("chat"), dict):
+            return message["chat"].get("id")
+        sender = query.get("from")
+        return sender.get("id") if isinstance(sender, dict) else None
+    return None
 
 
 class _Backoff:

@@ -19,13 +19,13 @@ import dramatiq
 from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 
-from bot.outbox import OutboxKind, OutboxStatus, OutgoingMessage
+from bot.outbox import OutboxKind, OutgoingMessage
 from jobs.broker import require_broker
 from jobs.resources import resources
 
 logger = logging.getLogger(__name__)
 require_broker()
-ORDER_RETRY_MS = 250
+DRAIN_AT_MOST = 20
 
 
 # A true sliding window, not Dramatiq's WindowRateLimiter: that one counts whole wall-clock
@@ -79,14 +79,22 @@ _limits = _Limits()
 
 @dramatiq.actor(queue_name="outbox", max_retries=10, min_backoff=500, max_backoff=60_000)
 async def deliver(outbox_id: int) -> dict:
+    """Send the chat's undelivered messages, oldest first, starting with the one of
+    ``outbox_id``'s chat; a delivery already under way for that chat sends them instead."""
     res = await resources()
-    message = await res.outbox.claim(outbox_id, in_chat_order=True)
-    if message is not None:
-        return await _send_parts(res, message)
-    if await res.outbox.status_of(outbox_id) == OutboxStatus.PENDING:
-        _send_later(outbox_id, ORDER_RETRY_MS)  # an older message to this chat goes first
-        return {"deferred_for_order": 1}
-    return {"already_delivered_or_taken": 1}
+    totals: dict[str, int] = {}
+    for _ in range(DRAIN_AT_MOST):
+        message = await res.outbox.claim_next_in_chat(outbox_id)
+        if message is None:
+            break
+        outcome = await _send_parts(res, message)
+        for key, count in outcome.items():
+            totals[key] = totals.get(key, 0) + count
+        if set(outcome) != {"messages_sent"}:
+            break  # rate limited, refused or 429: the row is rescheduled, stop here
+    else:
+        deliver.send(outbox_id)  # a long queue for one chat: let other chats have a turn
+    return totals or {"nothing_to_send": 1}
 
 
 async def _send_parts(res, message: OutgoingMessage) -> dict:

@@ -1,0 +1,162 @@
+"""Update intake over long polling: recorded before handled, duplicates dropped, bad input
+survived, and signed buttons. Updates are injected verbatim through the emulator where a real
+client could not produce them (a repeated update_id, a malformed body, an unknown type)."""
+
+from __future__ import annotations
+
+from aegis.web import EMULATOR
+from bot.tables import outbox, updates
+from tests.helpers.stack import OWNER_CHAT, make_settings, running_stack
+from tests.helpers.transport import (
+    all_rows,
+    drained,
+    outbox_rows,
+    owner_marker,
+    raw_message,
+    settled,
+    update_row,
+)
+
+NOT_MINE = "This button is not one of mine; nothing was done."
+
+
+async def _deliveries(stack) -> int:
+    return (await stack.emulator.stats())["updates_delivered"]
+
+
+async def _open_chat(stack) -> dict:
+    """The emulator knows a chat once its user wrote in it; raw updates then go there."""
+    return await owner_marker(stack, "/help")
+
+
+async def test_the_same_update_delivered_twice_is_handled_once(stack):
+    opened = await _open_chat(stack)
+    first = await stack.emulator.inject_update({"message": raw_message("/start")})
+    update_id = first["update_id"]
+    [reply] = await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 1, after=opened["message_id"])
+    assert reply["text"].startswith("Hello! I am aegis.")
+    await settled(stack)
+    delivered = await _deliveries(stack)
+
+    recorded = (await update_row(stack.store, update_id)).payload
+    again = await stack.emulator.inject_update(recorded)
+    assert again["update_id"] == update_id
+    await owner_marker(stack)
+
+    assert await _deliveries(stack) == delivered + 2  # the repeat really reached the bot
+    sent = await drained(stack)
+    assert [row.idempotency_key for row in sent].count(f"reply:{update_id}") == 1
+    texts = [m["text"] for m in await stack.bot_messages()]
+    assert sum(text.startswith("Hello! I am aegis.") for text in texts) == 1
+    rows = await all_rows(stack.store, updates, updates.c.update_id == update_id)
+    assert [(row.kind, row.status) for row in rows] == [("message", "handled")]
+
+
+async def test_a_malformed_update_fails_alone_and_the_bot_carries_on(stack):
+    bad = await stack.emulator.inject_update({"message": "not an object"})
+    [reply] = await stack.ask("/help")
+    assert "/status" in reply["text"]
+
+    row = await update_row(stack.store, bad["update_id"])
+    assert (row.kind, row.status) == ("message", "failed")
+    assert row.error.startswith("malformed")
+    assert row.payload == {"update_id": bad["update_id"], "message": "not an object"}
+    await drained(stack)
+    assert len(await stack.bot_messages()) == 1
+    assert len(await outbox_rows(stack.store)) == 1
+
+
+async def test_an_unknown_update_type_is_recorded_and_handled_quietly(stack):
+    novel = await stack.emulator.inject_update({"something_new": {"x": 1}})
+    await owner_marker(stack)
+
+    row = await update_row(stack.store, novel["update_id"])
+    assert (row.kind, row.sender_id, row.status) == ("something_new", None, "handled")
+    assert row.payload["something_new"] == {"x": 1}
+    assert len(await outbox_rows(stack.store)) == 1  # the marker's reply only
+
+
+async def test_a_ten_thousand_character_message_is_answered_and_kept_whole(stack):
+    text = ("word " * 2000).strip() + "!!!!"
+    assert len(text) >= 10_000
+    opened = await _open_chat(stack)
+    injected = await stack.emulator.inject_update({"message": raw_message(text)})
+    [reply] = await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 1, after=opened["message_id"])
+    assert "/help" in reply["text"]
+
+    row = await update_row(stack.store, injected["update_id"])
+    assert row.status == "handled"
+    assert row.payload["message"]["text"] == text
+    [_, sent] = await drained(stack)
+    assert sent.idempotency_key == f"reply:{injected['update_id']}"
+
+
+async def test_a_tap_with_data_the_bot_never_sent_is_refused_with_an_alert(stack):
+    [start] = await stack.ask("/start")
+    tap = await stack.emulator.tap(OWNER_CHAT, start["message_id"], "refresh:status:go:made-up")
+    await owner_marker(stack)
+
+    answer = await stack.emulator.callback_answer(tap["callback_query_id"])
+    assert answer["text"] == NOT_MINE and answer["show_alert"] is True
+    assert (await update_row(stack.store, tap["update_id"])).status == "handled"
+    sent = await drained(stack)
+    assert len(sent) == 2  # /start's and the marker's replies: the tap sent nothing
+    assert len(await stack.bot_messages()) == 2
+
+
+async def test_the_signed_refresh_button_sends_a_fresh_status(stack):
+    [status] = await stack.ask("/status")
+    data = status["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    tap = await stack.emulator.tap(OWNER_CHAT, status["message_id"], data)
+    assert tap["matched_button"] is True
+    [_, fresh] = await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 2)
+
+    assert "web: web@" in fresh["text"]
+    assert fresh["reply_markup"]["inline_keyboard"][0][0]["callback_data"] == data
+    answer = await stack.emulator.callback_answer(tap["callback_query_id"])
+    assert answer["text"] == "Refreshed" and not answer["show_alert"]
+    rows = await outbox_rows(stack.store, OWNER_CHAT)
+    assert [row.idempotency_key for row in rows][1] == f"reply:{tap['update_id']}"
+
+
+async def test_a_tampered_refresh_button_is_refused(stack):
+    [status] = await stack.ask("/status")
+    data = status["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    last = data[-1]
+    tampered = data[:-1] + ("A" if last != "A" else "B")
+    tap = await stack.emulator.tap(OWNER_CHAT, status["message_id"], tampered)
+    await owner_marker(stack)
+
+    answer = await stack.emulator.callback_answer(tap["callback_query_id"])
+    assert answer["text"] == NOT_MINE and answer["show_alert"] is True
+    sent = await drained(stack)
+    assert len(sent) == 2  # the status and the marker's reply; no fresh status
+    assert not any(row.idempotency_key == f"reply:{tap['update_id']}" for row in sent)
+
+
+async def test_an_update_handled_before_a_restart_is_not_handled_again(
+    tmp_path, database_url, redis_server_url, redis_namespace
+):
+    settings = make_settings(tmp_path / "data", database_url, redis_server_url)
+    async with running_stack(settings, namespace=redis_namespace) as before:
+        sent = await before.emulator.send_message("/start")
+        update_id = sent["update_id"]
+        await before.emulator.wait_for_bot_messages(OWNER_CHAT, 1)
+        await settled(before)
+        original = (await update_row(before.store, update_id)).payload
+        state = before.app[EMULATOR]
+
+    async with running_stack(settings, namespace=redis_namespace, emulator_state=state) as after:
+        delivered = (await after.emulator.stats())["updates_delivered"]
+        await after.emulator.inject_update(original)
+        await owner_marker(after)
+
+        assert (await after.emulator.stats())["updates_delivered"] == delivered + 2
+        sent_rows = await drained(after)
+        keys = [row.idempotency_key for row in sent_rows]
+        assert keys.count(f"reply:{update_id}") == 1 and len(keys) == 2
+        texts = [m["text"] for m in await after.bot_messages()]
+        assert sum(text.startswith("Hello! I am aegis.") for text in texts) == 1
+        row = await update_row(after.store, update_id)
+        assert (row.status, row.attempts) == ("handled", 0)
+        assert len(await all_rows(after.store, outbox, outbox.c.chat_id == OWNER_CHAT)) == 2
