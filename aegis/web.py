@@ -36,6 +36,7 @@ from handlers.services import Services
 
 logger = logging.getLogger(__name__)
 WEBHOOK_PATH = "/telegram/webhook"
+EMULATOR_UPLOAD_BYTES = 50 * 2**20
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 (a header name)
 
 
@@ -65,7 +66,9 @@ def create_web_app(
     emulator_state: EmulatorState | None = None,
 ) -> web.Application:
     """The web process's app. ``emulator_state`` lets a restarted app keep the emulated chats."""
-    app = web.Application(client_max_size=settings.webhook_max_bytes)
+    # The webhook enforces AEGIS_WEBHOOK_MAX_BYTES itself; this cap is for the emulator, whose
+    # Bot API takes documents the way Telegram does (up to 50 MB).
+    app = web.Application(client_max_size=EMULATOR_UPLOAD_BYTES)
     context = WebContext(settings, broker, broker_description)
     if settings.public_url:
         context.webhook_secret = SecretFiles(settings.data_dir).get_or_create("webhook-secret")
@@ -92,11 +95,8 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
     services = _services(settings, store, context)
     application = build_application(bot, services)
     context.services = services
-    context.intake = Intake(
-        application,
-        UpdateLog(store, bot_id(bot)),
-        retry_after=timedelta(seconds=settings.update_retry_seconds),
-    )
+    first_retry = timedelta(seconds=settings.update_retry_seconds)
+    context.intake = Intake(application, UpdateLog(store, bot_id(bot), first_retry=first_retry))
     stop = asyncio.Event()
     tasks = [
         _supervised(_run_telegram(context, application, bot, stop)),
@@ -179,12 +179,12 @@ async def telegram_webhook(request: web.Request) -> web.Response:
         given.encode(), context.webhook_secret.encode()
     ):
         return web.json_response({"error": "forbidden"}, status=403)
+    body = await _read_at_most(request, context.settings.webhook_max_bytes)
+    if body is None:
+        return web.json_response({"error": "body too large"}, status=413)
     try:
-        body = await request.read()
         payload = json.loads(body.decode("utf-8"))
         new = await context.intake.accept(payload)
-    except web.HTTPRequestEntityTooLarge:
-        return web.json_response({"error": "body too large"}, status=413)
     except (UnicodeDecodeError, ValueError, TransportError) as exc:
         return web.json_response({"error": f"not an update: {exc}"[:200]}, status=400)
     except StoreError:
@@ -195,6 +195,19 @@ async def telegram_webhook(request: web.Request) -> web.Response:
         context.background.add(task)
         task.add_done_callback(context.background.discard)
     return web.Response(status=200)
+
+
+async def _read_at_most(request: web.Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it is known to be over ``limit`` (never read in full)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def health(request: web.Request) -> web.Response:

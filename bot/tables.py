@@ -55,8 +55,9 @@ updates = Table(
     Column("attempts", Integer, nullable=False, default=0),
     Column("error", Text),
     Column("received_at", UTCDateTime(), nullable=False),
+    Column("retry_at", UTCDateTime(), nullable=False),
     Column("handled_at", UTCDateTime()),
-    Index("ix_updates_status", "status", "received_at"),
+    Index("ix_updates_status", "status", "retry_at"),
 )
 
 # Accounts paired with the TOTP secret; AEGIS_OWNER_IDS are owners without a row here.

@@ -1,9 +1,11 @@
 """The update log: every Telegram update is recorded under its unique ``update_id`` before
 it is handled, so a duplicate is dropped and a crash or an outage mid-handling loses nothing.
 
-An update moves ``pending`` → ``handled``; a handler that failed because something it needs was
-down (the database, Redis) leaves it ``pending`` for ``retry_pending`` to pick up again, and after
-``MAX_ATTEMPTS`` it becomes ``failed`` so one poisoned update cannot loop for ever.
+An update moves ``pending`` → ``handled``. A handler that failed because something it needs was
+down (the database, Redis) leaves it ``pending`` with a ``retry_at`` that backs off, doubling up
+to five minutes, so an outage of any length short of a day costs a delay, not the update. Only
+after ``GIVE_UP_AFTER`` (Telegram itself keeps an update for a day) does it become ``failed``;
+an update that is malformed, or whose handler has a bug, is ``failed`` at once.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from bot.store import Store
 from bot.tables import updates
 from bot.timeutil import now
 
-MAX_ATTEMPTS = 5
+GIVE_UP_AFTER = timedelta(days=1)
+LONGEST_BACKOFF = timedelta(minutes=5)
+FIRST_RETRY = timedelta(seconds=10)
 UPDATE_KINDS = (
     "message",
     "edited_message",
@@ -45,6 +49,11 @@ class RecordedUpdate:
     update_id: int
     payload: dict[str, Any]
     attempts: int
+    received_at: datetime
+
+    @property
+    def is_stale(self) -> bool:
+        return now() - self.received_at > GIVE_UP_AFTER
 
 
 def describe_update(payload: dict[str, Any]) -> tuple[str, int | None]:
@@ -68,9 +77,10 @@ def _insert_new(dialect: str):
 class UpdateLog:
     """Records updates and their outcome."""
 
-    def __init__(self, store: Store, bot_id: int) -> None:
+    def __init__(self, store: Store, bot_id: int, *, first_retry: timedelta = FIRST_RETRY) -> None:
         self.store = store
         self.bot_id = bot_id
+        self.first_retry = first_retry
 
     async def record(self, payload: dict[str, Any]) -> bool:
         """True if this update is new; False if it was seen before and must be dropped."""
@@ -115,31 +125,36 @@ class UpdateLog:
             "status": UpdateStatus.PENDING,
             "attempts": 0,
             "received_at": moment,
+            # Handling normally ends long before this; if the process dies first, it is retried.
+            "retry_at": moment + self.first_retry,
         }
 
-    async def mark_unhandled(self, update_id: int, error: str, attempts: int) -> bool:
-        """Leave the update for a retry; returns False once it has used up its attempts."""
-        give_up = attempts >= MAX_ATTEMPTS
-        status = UpdateStatus.FAILED if give_up else UpdateStatus.PENDING
-        await self._set(update_id, status=status, attempts=attempts, error=error[:1000])
-        return not give_up
+    async def mark_unhandled(self, update_id: int, error: str, attempts: int) -> None:
+        """An outage stopped the handler: try again later, backing off with each attempt."""
+        backoff = min(self.first_retry * 2 ** max(attempts - 1, 0), LONGEST_BACKOFF)
+        await self._set(update_id, attempts=attempts, error=error[:1000], retry_at=now() + backoff)
 
-    async def pending(self, *, older_than: timedelta, limit: int = 50) -> list[RecordedUpdate]:
-        """Updates recorded but not handled, oldest first: the ones an outage interrupted."""
-        cutoff = now() - older_than
+    async def mark_failed(self, update_id: int, error: str) -> None:
+        """Never to be retried: malformed, a handler's bug, or too old to matter."""
+        await self._set(update_id, status=UpdateStatus.FAILED, error=error[:1000])
+
+    async def pending(self, *, limit: int = 50) -> list[RecordedUpdate]:
+        """Updates recorded but not handled whose retry is due, oldest first."""
         query = (
-            select(updates.c.update_id, updates.c.payload, updates.c.attempts)
+            select(
+                updates.c.update_id, updates.c.payload, updates.c.attempts, updates.c.received_at
+            )
             .where(
                 updates.c.bot_id == self.bot_id,
                 updates.c.status == UpdateStatus.PENDING,
-                updates.c.received_at < cutoff,
+                updates.c.retry_at <= now(),
             )
             .order_by(updates.c.update_id)
             .limit(limit)
         )
         async with self.store.read() as conn:
             rows = (await conn.execute(query)).all()
-        return [RecordedUpdate(row.update_id, row.payload, row.attempts) for row in rows]
+        return [RecordedUpdate(*row) for row in rows]
 
     async def status_of(self, update_id: int) -> tuple[str, int, datetime | None] | None:
         query = select(updates.c.status, updates.c.attempts, updates.c.handled_at).where(

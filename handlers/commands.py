@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from telegram import Update
+from telegram import (
+    MessageOrigin,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+    Update,
+)
 from telegram.ext import ContextTypes
 
 from bot.errors import BrokerError, PairingError
@@ -91,11 +98,27 @@ async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
 
 
 async def text_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await _reply(
-        update,
-        context,
-        "Got it, but I only understand commands so far. /help lists them.",
-    )
+    origin = update.message.forward_origin
+    if origin is None:
+        text = "Got it, but I only understand commands so far. /help lists them."
+    else:
+        text = (
+            f"That is a message forwarded from {describe_origin(origin)}. Capturing forwards as "
+            "tasks is the next release; /help lists what works today."
+        )
+    await _reply(update, context, text)
+
+
+def describe_origin(origin: MessageOrigin) -> str:
+    if isinstance(origin, MessageOriginUser):
+        return origin.sender_user.full_name
+    if isinstance(origin, MessageOriginHiddenUser):
+        return f"{origin.sender_user_name} (hidden account)"
+    if isinstance(origin, MessageOriginChannel):
+        return f"the channel {origin.chat.title}"
+    if isinstance(origin, MessageOriginChat):
+        return origin.sender_chat.title or "a chat"
+    return "someone"
 
 
 async def _reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from datetime import timedelta
 from typing import Any
 
 from telegram import Bot, Update
@@ -28,7 +27,6 @@ logger = logging.getLogger(__name__)
 # We ask for getUpdates' raw JSON on purpose: an update is recorded before it is parsed.
 warnings.filterwarnings("ignore", message=".*getUpdates.*", category=PTBUserWarning)
 POLL_TIMEOUT_SECONDS = 25
-RETRY_AFTER = timedelta(seconds=10)
 
 
 def validate_payload(payload: Any) -> dict[str, Any]:
@@ -46,12 +44,9 @@ class Intake:
         self,
         application: Application,
         update_log: UpdateLog,
-        *,
-        retry_after: timedelta = RETRY_AFTER,
     ) -> None:
         self.application = application
         self.log = update_log
-        self.retry_after = retry_after
         self.in_flight: set[int] = set()
 
     async def accept(self, payload: Any) -> bool:
@@ -103,7 +98,7 @@ class Intake:
             update = Update.de_json(payload, self.application.bot)
         except Exception as exc:
             logger.warning("update %s is malformed: %s", update_id, exc)
-            await self.log.mark_unhandled(update_id, f"malformed: {exc}", attempts=10**6)
+            await self.log.mark_failed(update_id, f"malformed: {exc}")
             return False
         outcome = HandlingOutcome()
         token = current_outcome.set(outcome)
@@ -116,14 +111,18 @@ class Intake:
         if is_outage(outcome.error):
             await self.log.mark_unhandled(update_id, str(outcome.error), attempts + 1)
         else:
-            await self.log.mark_unhandled(update_id, repr(outcome.error), attempts=10**6)
+            await self.log.mark_failed(update_id, repr(outcome.error))
         return False
 
     async def retry_pending(self) -> int:
         """Handle again what an outage interrupted; returns how many were tried."""
         tried = 0
-        for recorded in await self.log.pending(older_than=self.retry_after):
+        for recorded in await self.log.pending():
             if recorded.update_id in self.in_flight:
+                continue
+            if recorded.is_stale:
+                logger.error("gave up on update %s after a day of outages", recorded.update_id)
+                await self.log.mark_failed(recorded.update_id, "gave up after a day")
                 continue
             await self.handle(recorded.payload, recorded.attempts)
             tried += 1

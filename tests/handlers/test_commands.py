@@ -43,3 +43,21 @@ async def test_unknown_command_and_plain_text_get_a_pointer_to_help(stack):
     assert "I don't know /frobnicate" in unknown["text"]
     [text] = await stack.ask("just some words")
     assert "/help" in text["text"]
+
+
+async def test_a_forward_is_acknowledged_with_its_original_sender(stack):
+    origins = [
+        ({"type": "user", "sender_user": {"id": 42, "is_bot": False, "first_name": "Ann"}}, "Ann"),
+        ({"type": "hidden_user", "sender_user_name": "Bob"}, "Bob (hidden account)"),
+        (
+            {
+                "type": "channel",
+                "chat": {"id": -100, "type": "channel", "title": "News"},
+                "message_id": 5,
+            },
+            "the channel News",
+        ),
+    ]
+    for origin, shown in origins:
+        [reply] = await stack.ask("look at this", forward_origin=origin)
+        assert f"forwarded from {shown}." in reply["text"]

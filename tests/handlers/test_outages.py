@@ -66,9 +66,8 @@ async def test_a_redis_outage_delays_ping_and_loses_nothing(tmp_path, database_u
                     return row
                 return None
 
-            # Handled, hit the outage, and tried again by the retry sweep: still pending, not lost.
-            # Redis comes back at once: bot/updates.py gives up after MAX_ATTEMPTS tries (about
-            # 1.25 s of outage with these settings, 25 s with the defaults) and marks it failed.
+            # Handled, hit the outage, and tried again by the retry sweep: still pending, not lost
+            # (retries back off up to five minutes apart; only a day-old update is given up).
             row = await eventually(retried_while_down)
             assert "Redis" in row.error
             assert await all_rows(stack.store, runs, runs.c.job == "ping") == []

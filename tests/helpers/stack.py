@@ -122,8 +122,13 @@ async def running_stack(
     emulator = EmulatorClient(settings.web_url + EMULATOR_PREFIX, emulator_key(settings))
     try:
         async with running_web(settings, broker, emulator_state=emulator_state) as app:
-            with running_worker(broker) if worker else contextlib.nullcontext():
+            running = running_worker(broker) if worker else contextlib.nullcontext()
+            running.__enter__()
+            try:
                 yield Stack(settings, store, emulator, app, broker)
+            finally:
+                # Off the loop: a worker finishing a request to the emulator needs this loop.
+                await asyncio.to_thread(running.__exit__, None, None, None)
     finally:
         await store.close()
 

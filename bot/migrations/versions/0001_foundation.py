@@ -118,11 +118,12 @@ def upgrade() -> None:
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("retry_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("handled_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("bot_id", "update_id"),
     )
     with op.batch_alter_table("updates", schema=None) as batch_op:
-        batch_op.create_index("ix_updates_status", ["status", "received_at"], unique=False)
+        batch_op.create_index("ix_updates_status", ["status", "retry_at"], unique=False)
 
 
 def downgrade() -> None:
