@@ -20,8 +20,10 @@ logger = logging.getLogger(__name__)
 WORKER_TIMEOUT_MS = 100  # how long an idle consumer waits between polls of Redis
 
 
-async def serve_web(settings: Settings, target: RedisTarget, stop: asyncio.Event) -> None:
-    broker = open_broker(settings, target)
+async def serve_web(
+    settings: Settings, target: RedisTarget, stop: asyncio.Event, broker=None
+) -> None:
+    broker = broker or open_broker(settings, target)
     app = create_web_app(settings, broker, target.description)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
@@ -34,8 +36,8 @@ async def serve_web(settings: Settings, target: RedisTarget, stop: asyncio.Event
         await runner.cleanup()
 
 
-def start_worker(settings: Settings, target: RedisTarget) -> dramatiq.Worker:
-    broker = open_broker(settings, target)
+def start_worker(settings: Settings, target: RedisTarget, broker=None) -> dramatiq.Worker:
+    broker = broker or open_broker(settings, target)
     worker = dramatiq.Worker(
         broker, worker_threads=settings.worker_threads, worker_timeout=WORKER_TIMEOUT_MS
     )
@@ -43,8 +45,10 @@ def start_worker(settings: Settings, target: RedisTarget) -> dramatiq.Worker:
     return worker
 
 
-async def serve_clock(settings: Settings, target: RedisTarget, stop: asyncio.Event) -> None:
-    broker = open_broker(settings, target)
+async def serve_clock(
+    settings: Settings, target: RedisTarget, stop: asyncio.Event, broker=None
+) -> None:
+    broker = broker or open_broker(settings, target)
     store = await open_store(settings)
     try:
         await run_clock(store, make_enqueue(broker), stop)
@@ -56,9 +60,12 @@ async def serve_up(settings: Settings, target: RedisTarget, stop: asyncio.Event)
     """Web, worker and clock in one process: a laptop or a 1 GB VPS."""
     store = await open_store(settings)  # migrate once, before the three start
     await store.close()
-    worker = await asyncio.to_thread(start_worker, settings, target)
+    broker = open_broker(settings, target)  # once: the three share it and its actors
+    worker = await asyncio.to_thread(start_worker, settings, target, broker)
     try:
-        await asyncio.gather(serve_web(settings, target, stop), serve_clock(settings, target, stop))
+        await asyncio.gather(
+            serve_web(settings, target, stop, broker), serve_clock(settings, target, stop, broker)
+        )
     finally:
         await asyncio.to_thread(worker.stop)
 

@@ -18,7 +18,7 @@ from jobs import load_actors
 from jobs.broker import queue_depths
 
 # Libraries that would print a URL with the bot token in it, or the emulator key, at INFO.
-QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "telegram.ext.ExtBot", "alembic")
+QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "telegram.Bot", "telegram.ext", "alembic")
 
 
 def setup_logging(settings: Settings) -> None:

@@ -14,11 +14,10 @@ from datetime import timedelta
 from aiohttp import web
 from dramatiq.brokers.redis import RedisBroker
 from telegram import Bot, Update
-from telegram.error import InvalidToken, NetworkError
+from telegram.error import InvalidToken, TelegramError
 
 from aegis.runtime import make_enqueue, make_queue_depths, open_store
 from bot.callbacks import CallbackSigner
-from bot.codes import CodeVerifier
 from bot.errors import StoreError, TransportError
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.outbox import Outbox
@@ -113,7 +112,6 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
 
 def _services(settings: Settings, store, context: WebContext) -> Services:
     files = SecretFiles(settings.data_dir)
-    totp_secret = files.get("totp")
     owner_ids = set(settings.owner_ids)
     if settings.uses_emulator:
         owner_ids.add(DEFAULT_USER["id"])
@@ -128,7 +126,7 @@ def _services(settings: Settings, store, context: WebContext) -> Services:
         enqueue=make_enqueue(context.broker),
         queue_depths=make_queue_depths(context.broker),
         broker_description=context.broker_description,
-        verifier=CodeVerifier(store, totp_secret) if totp_secret else None,
+        totp_secret=lambda: files.get("totp"),
     )
 
 
@@ -137,38 +135,53 @@ def bot_id(bot: Bot) -> int:
 
 
 async def _run_telegram(context: WebContext, application, bot: Bot, stop: asyncio.Event) -> None:
-    """Connect to the Bot API (retrying until it answers), then poll or register the webhook."""
+    """Connect to the Bot API and register (retrying until it answers), then poll or wait for
+    the webhook. If this ever ends before shutdown, /healthz says so."""
+    try:
+        if not await _connect(context, application, bot, stop):
+            return
+        context.ready.set()
+        every = min(5.0, context.settings.update_retry_seconds / 2)
+        context.background.add(_supervised(context.intake.run_retries(stop, every=every)))
+        if not context.settings.public_url:
+            await context.intake.poll(bot, stop)
+    finally:
+        if not stop.is_set() and not context.settings.public_url:
+            context.ready.clear()
+            logger.error("stopped receiving Telegram updates; see the error above")
+
+
+async def _connect(context: WebContext, application, bot: Bot, stop: asyncio.Event) -> bool:
     delay = 0.05
     while not stop.is_set():
         try:
             await application.initialize()
             await bot.set_my_commands(BOT_COMMANDS)
-            break
+            await _register(context, bot)
+            return True
         except InvalidToken:
             logger.error("the Bot API refused the token; check AEGIS_TELEGRAM_TOKEN")
-            return
-        except NetworkError as exc:
-            logger.warning("Bot API not reachable yet: %s", exc)
+            return False
+        except TelegramError as exc:
+            logger.warning("Bot API not ready yet: %s", exc)
             await _sleep(stop, delay)
             delay = min(delay * 2, 30)
-    if stop.is_set():
-        return
-    context.ready.set()
+    return False
+
+
+async def _register(context: WebContext, bot: Bot) -> None:
+    """The webhook with its secret when AEGIS_PUBLIC_URL is set; else none, for long polling."""
     settings = context.settings
-    every = min(5.0, settings.update_retry_seconds / 2)
-    context.background.add(_supervised(context.intake.run_retries(stop, every=every)))
-    if settings.public_url:
-        url = settings.public_url.rstrip("/") + WEBHOOK_PATH
-        await bot.set_webhook(
-            url, secret_token=context.webhook_secret, allowed_updates=Update.ALL_TYPES
-        )
-        logger.info("webhook registered at %s", url)
+    if not settings.public_url:
+        await bot.delete_webhook()
+        where = "the built-in emulator" if settings.uses_emulator else "Telegram"
+        logger.info("long polling %s", where)
         return
-    await bot.delete_webhook()
-    logger.info(
-        "long polling %s", "the built-in emulator" if settings.uses_emulator else "Telegram"
+    url = settings.public_url.rstrip("/") + WEBHOOK_PATH
+    await bot.set_webhook(
+        url, secret_token=context.webhook_secret, allowed_updates=Update.ALL_TYPES
     )
-    await context.intake.poll(bot, stop)
+    logger.info("webhook registered at %s", url)
 
 
 async def telegram_webhook(request: web.Request) -> web.Response:
@@ -213,7 +226,8 @@ async def _read_at_most(request: web.Request, limit: int) -> bytes | None:
 async def health(request: web.Request) -> web.Response:
     context = request.app[WEB]
     checks = {"telegram": context.ready.is_set(), "database": await _database_ok(context)}
-    return web.json_response({"ok": all(checks.values()), **checks}, status=200)
+    ok = all(checks.values())
+    return web.json_response({"ok": ok, **checks}, status=200 if ok else 503)
 
 
 async def index(request: web.Request) -> web.Response:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, exists, func, insert, or_, select, update
@@ -197,9 +197,12 @@ class Outbox:
     async def mark_failed(self, message_id: int, error: str) -> None:
         await self._finish(message_id, OutboxStatus.FAILED, error)
 
-    async def release(self, message_id: int, error: str | None = None) -> None:
-        """Give the row back for a later attempt (rate limit, 429, network trouble)."""
-        await self._finish(message_id, OutboxStatus.PENDING, error, lease_until=None)
+    async def release(
+        self, message_id: int, error: str | None = None, *, not_before: datetime | None = None
+    ) -> None:
+        """Give the row back for a later attempt (rate limit, 429, network trouble); with
+        ``not_before`` nothing takes it sooner, the sweep included (a 429 names the second)."""
+        await self._finish(message_id, OutboxStatus.PENDING, error, lease_until=not_before)
 
     async def due_for_retry(self, *, older_than: timedelta, limit: int = 100) -> list[int]:
         """Rows a delivery should have sent by now: pending for a while, or a lapsed lease."""
@@ -209,6 +212,7 @@ class Outbox:
             .where(
                 or_(
                     and_(
+                        _claimable(outbox, moment),
                         outbox.c.status == OutboxStatus.PENDING,
                         outbox.c.created_at < moment - older_than,
                     ),
@@ -251,9 +255,13 @@ class Outbox:
 
 
 def _claimable(table, moment):
-    """Pending, or being sent by a delivery whose lease ran out (a crashed worker)."""
+    """Pending and not held back (``lease_until`` on a pending row is "not before"), or being
+    sent by a delivery whose lease ran out (a crashed worker)."""
     return or_(
-        table.c.status == OutboxStatus.PENDING,
+        and_(
+            table.c.status == OutboxStatus.PENDING,
+            or_(table.c.lease_until.is_(None), table.c.lease_until <= moment),
+        ),
         and_(table.c.status == OutboxStatus.SENDING, table.c.lease_until < moment),
     )
 

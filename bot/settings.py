@@ -67,6 +67,13 @@ class Settings(BaseSettings):
     worker_threads: int = Field(4, description="Threads in each worker process.")
     log_level: str = Field("INFO", description="Python logging level.")
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        if value.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return value.upper()
+
     @field_validator("owner_ids", mode="before")
     @classmethod
     def _parse_owner_ids(cls, value: object) -> object:

@@ -7,6 +7,7 @@ token, parses parameters, calls the method and renders Telegram's response envel
 from __future__ import annotations
 
 import asyncio
+import hmac
 import re
 from typing import Any
 
@@ -47,7 +48,7 @@ async def handle_bot_call(request: web.Request) -> web.Response:
 async def _make_call(request: web.Request) -> Call:
     state = request.app[STATE_KEY]
     token = request.match_info["token"]
-    bot = state.bot(token) if token == request.app[TOKEN_KEY] else None
+    bot = state.bot(token) if _same(token, request.app[TOKEN_KEY]) else None
     if bot is None:
         raise ApiError(401, "Unauthorized") if is_token_shaped(token) else not_found("")
     params = await read_params(request)
@@ -109,7 +110,7 @@ async def get_file(call: Call) -> dict[str, Any]:
 
 async def handle_file_download(request: web.Request) -> web.Response:
     """The download side of getFile, at Telegram's ``/file/bot{token}/{file_path}``."""
-    if request.match_info["token"] != request.app[TOKEN_KEY]:
+    if not _same(request.match_info["token"], request.app[TOKEN_KEY]):
         return web.json_response(ApiError(401, "Unauthorized").to_payload(), status=401)
     file_id = request.match_info["file_path"].rsplit("/", 1)[-1]
     content = request.app[STATE_KEY].files.get(file_id)
@@ -268,3 +269,8 @@ _OWN_METHODS: dict[str, Method] = {
     "getMyCommands": get_my_commands,
     "deleteMyCommands": delete_my_commands,
 }
+
+
+def _same(given: str, token: str) -> bool:
+    """Constant-time, like every secret comparison in aegis."""
+    return hmac.compare_digest(given.encode(), token.encode())

@@ -77,14 +77,15 @@ def refresh_markup(svc: Services, what: str) -> dict:
 async def pair(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
     user = update.effective_user
-    if svc.verifier is None:
+    verifier = svc.verifier()
+    if verifier is None:
         await _reply(update, context, "Pairing is off: run `aegis totp init` on the server first.")
         return
     if len(context.args) != 1:
         await _reply(update, context, "Send /pair followed by the 6-digit code, e.g. /pair 123456.")
         return
     try:
-        paired = await svc.owners.pair(user.id, user.full_name, context.args[0], svc.verifier)
+        paired = await svc.owners.pair(user.id, user.full_name, context.args[0], verifier)
     except PairingError as exc:
         await _reply(update, context, str(exc))
         return

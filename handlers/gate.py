@@ -7,11 +7,14 @@ at most one short refusal an hour.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from telegram import Update
+from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
+from handlers.errors import current_outcome
 from handlers.services import services
 
 logger = logging.getLogger(__name__)
@@ -22,24 +25,44 @@ REFUSAL = (
 
 
 async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Let owners (and /pair) through; stop everything else, including when checking fails.
+
+    PTB hands an exception raised here to the error handler and then runs the next handler
+    group, so an error must never leave this function: it would let the update through. The
+    failure is noted for intake (an outage leaves the update pending for a retry) and the
+    update stops here.
+    """
+    try:
+        if await _passes(update, context):
+            return
+    except Exception as exc:  # fail closed, whatever went wrong
+        logger.warning("gate could not check update %s: %r; stopped it", update.update_id, exc)
+        outcome = current_outcome.get()
+        if outcome is not None:
+            outcome.error = exc
+    raise ApplicationHandlerStop
+
+
+async def _passes(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
     svc = services(context)
     user = update.effective_user
     if user is not None and await svc.owners.is_owner(user.id):
-        return
+        return True
     if user is not None and is_pairing_request(update, context.bot.username):
-        return
+        return True
     if user is None:
         logger.info("dropped update %s with no sender", update.update_id)
-        raise ApplicationHandlerStop
+        return False
     logger.info("refused update %s from unknown sender %s", update.update_id, user.id)
     chat = update.effective_chat
     private = chat is not None and chat.type == "private"
     due = await svc.owners.note_unknown(user.id, user.full_name, refusable=private)
     if update.callback_query is not None:
-        await update.callback_query.answer()
+        with contextlib.suppress(TelegramError):  # a tap too old to answer is still refused
+            await update.callback_query.answer()
     if due:
         await svc.say(chat.id, REFUSAL, key=f"refusal:{update.update_id}")
-    raise ApplicationHandlerStop
+    return False
 
 
 def is_pairing_request(update: Update, bot_username: str) -> bool:

@@ -15,7 +15,7 @@ import warnings
 from typing import Any
 
 from telegram import Bot, Update
-from telegram.error import InvalidToken, NetworkError
+from telegram.error import InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application
 from telegram.warnings import PTBUserWarning
 
@@ -157,7 +157,10 @@ class Intake:
             except InvalidToken:
                 logger.error("the bot token was refused; check AEGIS_TELEGRAM_TOKEN")
                 raise
-            except NetworkError as exc:
+            except RetryAfter as exc:
+                await _wait(stop, _seconds(exc.retry_after))
+                continue
+            except TelegramError as exc:  # network trouble, or Conflict: another poller
                 logger.warning("getUpdates failed: %s", exc)
                 await _wait(stop, backoff.next())
                 continue
@@ -207,6 +210,10 @@ def conversation_of(payload: dict[str, Any]) -> Any:
         sender = query.get("from")
         return sender.get("id") if isinstance(sender, dict) else None
     return None
+
+
+def _seconds(retry_after) -> float:
+    return retry_after.total_seconds() if hasattr(retry_after, "total_seconds") else retry_after
 
 
 class _Backoff:

@@ -37,7 +37,12 @@ class Services:
     enqueue: Enqueue
     queue_depths: Callable[[], Awaitable[dict[str, int]]]
     broker_description: str
-    verifier: CodeVerifier | None
+    totp_secret: Callable[[], str | None]
+
+    def verifier(self) -> CodeVerifier | None:
+        """Read the secret at each use: `aegis totp init` (or --rotate) applies at once."""
+        secret = self.totp_secret()
+        return CodeVerifier(self.store, secret) if secret else None
 
     async def say(
         self,

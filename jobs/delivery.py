@@ -9,6 +9,7 @@ the row for good and records why.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import random
@@ -20,12 +21,16 @@ from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 
 from bot.outbox import OutboxKind, OutgoingMessage
+from bot.timeutil import now
 from jobs.broker import require_broker
 from jobs.resources import resources
 
 logger = logging.getLogger(__name__)
 require_broker()
 DRAIN_AT_MOST = 20
+# An error that is neither Telegram refusing (failed at once) nor the network (retried until
+# Telegram is back): most likely our own bug. Retried a few times, then the row fails.
+GIVE_UP_AFTER_ERRORS = 5
 
 
 # A true sliding window, not Dramatiq's WindowRateLimiter: that one counts whole wall-clock
@@ -92,8 +97,8 @@ async def deliver(outbox_id: int) -> dict:
             totals[key] = totals.get(key, 0) + count
         if set(outcome) != {"messages_sent"}:
             break  # rate limited, refused or 429: the row is rescheduled, stop here
-    else:
-        deliver.send(outbox_id)  # a long queue for one chat: let other chats have a turn
+    else:  # a long queue for one chat: let other chats have a turn
+        await asyncio.to_thread(deliver.send, outbox_id)
     return totals or {"nothing_to_send": 1}
 
 
@@ -102,35 +107,46 @@ async def _send_parts(res, message: OutgoingMessage) -> dict:
     sent = 0
     try:
         while message.parts_sent < len(message.parts):
-            wait = _limits.wait_ms(
+            wait = await asyncio.to_thread(
+                _limits.wait_ms,
                 message.chat_id,
                 settings.outbox_per_chat_per_second,
                 settings.outbox_global_per_second,
             )
             if wait:
-                await res.outbox.release(message.id)
-                _send_later(message.id, wait + random.randint(5, 60))
+                await _retry_later(res, message, wait + random.randint(5, 60))
                 return {"messages_sent": sent, "rate_limited": 1}
             telegram_id = await _send_one(res.bot, message, message.parts_sent)
             await res.outbox.record_part(message, telegram_id)
             sent += 1
     except RetryAfter as exc:
-        await res.outbox.release(message.id, f"429: retry after {exc.retry_after}")
-        _send_later(message.id, int(_seconds(exc.retry_after) * 1000) + 50)
+        delay_ms = int(_seconds(exc.retry_after) * 1000) + 50
+        await _retry_later(res, message, delay_ms, f"429: retry after {delay_ms} ms")
         return {"messages_sent": sent, "telegram_429": 1}
     except (BadRequest, Forbidden) as exc:
         await res.outbox.mark_failed(message.id, f"{type(exc).__name__}: {exc.message}")
         logger.warning("outbox %s refused by Telegram: %s", message.id, exc.message)
         return {"messages_sent": sent, "messages_failed": 1}
-    except NetworkError as exc:
+    except NetworkError as exc:  # Telegram unreachable: retried for as long as it takes
         await res.outbox.release(message.id, f"{type(exc).__name__}: {exc.message}")
         raise
     except Exception as exc:
-        await res.outbox.release(message.id, f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        if message.attempts >= GIVE_UP_AFTER_ERRORS:
+            await res.outbox.mark_failed(message.id, f"gave up after {message.attempts}: {error}")
+            logger.error("outbox %s failed for good: %s", message.id, error)
+            return {"messages_sent": sent, "messages_failed": 1}
+        await res.outbox.release(message.id, error)
         raise
     if sent == 0:  # nothing was left to send: a rerun after the last part was recorded
         await res.outbox.mark_sent(message.id)
     return {"messages_sent": sent}
+
+
+async def _retry_later(res, message: OutgoingMessage, delay_ms: int, error: str | None = None):
+    not_before = now() + timedelta(milliseconds=delay_ms)
+    await res.outbox.release(message.id, error, not_before=not_before)
+    await asyncio.to_thread(_send_later, message.id, delay_ms)
 
 
 async def _send_one(bot, message: OutgoingMessage, index: int) -> int:
@@ -172,5 +188,5 @@ async def sweep_outbox(schedule: str = "") -> dict:
     res = await resources()
     due = await res.outbox.due_for_retry(older_than=timedelta(seconds=20))
     for outbox_id in due:
-        deliver.send(outbox_id)
+        await asyncio.to_thread(deliver.send, outbox_id)
     return {"deliveries_requeued": len(due)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
@@ -25,5 +26,5 @@ async def ping(chat_id: int, received_at: float, update_id: int) -> dict:
     )
     outbox_id, new = await res.outbox.put(chat_id, text, idempotency_key=f"ping:{update_id}")
     if new:
-        deliver.send(outbox_id)
+        await asyncio.to_thread(deliver.send, outbox_id)  # never block the shared loop
     return {"messages_queued": int(new)}
