@@ -269,3 +269,36 @@ async def test_pair_addressed_to_another_bot_is_gated(stack):
     [off] = await stack.ask(f"/pair@{username} 123456", user=mallory)
     assert "Pairing is off" in off["text"]
     assert (await _unknown(stack.store, mallory["id"])).updates_seen == 1
+
+
+async def test_the_gate_fails_closed_when_it_cannot_check(stack, monkeypatch):
+    """PTB runs the next handler group after an error in the gate; the gate must not raise."""
+    from bot.errors import StoreError
+
+    checks = {"down": True}
+    is_owner = stack.services.owners.is_owner
+
+    async def unreachable(user_id):  # fault injection: the owner check hits a database outage
+        if checks["down"]:
+            raise StoreError("injected outage: the database is unreachable")
+        return await is_owner(user_id)
+
+    monkeypatch.setattr(stack.services.owners, "is_owner", unreachable)
+    mallory = stranger()
+    sent = await stack.emulator.send_message("/ping", user=mallory)
+
+    async def left_pending():
+        row = await update_row(stack.store, sent["update_id"])
+        return row is not None and row.status == "pending" and row.attempts >= 1
+
+    from tests.helpers.stack import eventually
+
+    await eventually(left_pending)
+    assert await all_rows(stack.store, runs, runs.c.job == "ping") == []
+    assert await all_rows(stack.store, outbox) == []
+
+    checks["down"] = False  # the retry now finds a stranger: refused, never pinged
+    [refusal] = await stack.emulator.wait_for_bot_messages(mallory["id"], 1, timeout=15)
+    assert refusal["text"] == REFUSAL
+    assert (await update_row(stack.store, sent["update_id"])).status == "handled"
+    assert await all_rows(stack.store, runs, runs.c.job == "ping") == []
