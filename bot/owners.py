@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterable
 from datetime import timedelta
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import case, insert, literal, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.codes import CodeVerifier
 from bot.store import Store
@@ -66,40 +67,38 @@ class Owners:
         private.
         """
         moment = now()
+        existing = unknown_senders.c
+        refused_before = existing.last_refused_at
+        refusal_due = refused_before.is_(None) | (refused_before < moment - REFUSAL_INTERVAL)
         async with self.store.write() as conn:
-            seen = await conn.execute(
-                update(unknown_senders)
-                .where(unknown_senders.c.user_id == user_id)
+            # One statement, so two first updates from a stranger at once (webhook deliveries
+            # run in parallel) cannot both insert or both be refused.
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            statement = (
+                dialect.insert(unknown_senders)
                 .values(
-                    last_seen_at=moment,
-                    updates_seen=unknown_senders.c.updates_seen + 1,
+                    user_id=user_id,
                     display_name=display_name[:200],
+                    first_seen_at=moment,
+                    last_seen_at=moment,
+                    updates_seen=1,
+                    last_refused_at=moment if refusable else None,
                 )
+                .on_conflict_do_update(
+                    index_elements=["user_id"],
+                    set_={
+                        "last_seen_at": moment,
+                        "display_name": display_name[:200],
+                        "updates_seen": existing.updates_seen + 1,
+                        "last_refused_at": case(
+                            (literal(refusable) & refusal_due, moment), else_=refused_before
+                        ),
+                    },
+                )
+                .returning(unknown_senders.c.last_refused_at)
             )
-            if seen.rowcount == 0:
-                await conn.execute(
-                    insert(unknown_senders).values(
-                        user_id=user_id,
-                        display_name=display_name[:200],
-                        first_seen_at=moment,
-                        last_seen_at=moment,
-                        updates_seen=1,
-                        last_refused_at=moment if refusable else None,
-                    )
-                )
-                return refusable
-            if not refusable:
-                return False
-            refused = await conn.execute(
-                update(unknown_senders)
-                .where(
-                    unknown_senders.c.user_id == user_id,
-                    (unknown_senders.c.last_refused_at.is_(None))
-                    | (unknown_senders.c.last_refused_at < moment - REFUSAL_INTERVAL),
-                )
-                .values(last_refused_at=moment)
-            )
-            return refused.rowcount == 1
+            refused_at = (await conn.execute(statement)).scalar_one()
+        return refusable and refused_at == moment
 
     async def _paired_ids(self) -> frozenset[int]:
         if time.monotonic() - self._paired_loaded_at > PAIRED_CACHE_SECONDS:

@@ -52,27 +52,38 @@ class Schedules:
     async def enqueue_due(self, enqueue: Callable[[str, str], Awaitable[None]]) -> list[str]:
         """Enqueue every schedule that is due, each at most once; returns their names.
 
-        The row moves to its next time in the same transaction as the enqueue, so a broker
-        outage leaves it due, and two clocks by mistake cannot both enqueue it.
+        Each row is claimed by moving it to its next time only if it still holds the time we
+        read (so a second clock by mistake cannot enqueue it too), committed, then enqueued
+        outside the transaction; if the broker is down the row is put back to due.
         """
         moment = now()
-        enqueued = []
-        async with self.store.write() as conn:
+        async with self.store.read() as conn:
             due = await conn.execute(
                 select(schedules).where(schedules.c.enabled, schedules.c.next_run_at <= moment)
             )
-            for row in due.all():
-                await conn.execute(
-                    update(schedules)
-                    .where(schedules.c.name == row.name)
-                    .values(
-                        next_run_at=moment + timedelta(seconds=row.interval_seconds),
-                        last_enqueued_at=moment,
-                    )
-                )
+            rows = due.all()
+        enqueued = []
+        for row in rows:
+            if not await self._move(row.name, row.next_run_at, moment, row.interval_seconds):
+                continue
+            try:
                 await enqueue(row.actor, row.name)
-                enqueued.append(row.name)
+            except Exception:
+                await self._move(row.name, None, row.next_run_at, 0)
+                raise
+            enqueued.append(row.name)
         return enqueued
+
+    async def _move(self, name: str, expected, moment, interval_seconds: int) -> bool:
+        condition = schedules.c.name == name
+        if expected is not None:
+            condition = condition & (schedules.c.next_run_at == expected)
+        values = {"next_run_at": moment + timedelta(seconds=interval_seconds)}
+        if interval_seconds:
+            values["last_enqueued_at"] = moment
+        async with self.store.write() as conn:
+            moved = await conn.execute(update(schedules).where(condition).values(**values))
+        return moved.rowcount == 1
 
     async def seconds_until_next(self, *, ceiling: float = 5.0) -> float:
         query = select(schedules.c.next_run_at).where(schedules.c.enabled)

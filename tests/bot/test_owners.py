@@ -1,0 +1,35 @@
+"""Owners and strangers: a stranger is refused at most once an hour, even under a burst."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy import select
+
+from bot.owners import Owners
+from bot.store import Store
+from bot.tables import unknown_senders
+
+
+async def test_a_burst_from_a_new_stranger_earns_exactly_one_refusal(store, database_url):
+    # Separate stores, as separate web requests on Postgres would race on their own connections.
+    stores = [Store(database_url) for _ in range(5)]
+    try:
+        verdicts = await asyncio.gather(
+            *(Owners(s, []).note_unknown(666, "Mallory") for s in stores for _ in range(2))
+        )
+    finally:
+        for extra in stores:
+            await extra.close()
+    assert verdicts.count(True) == 1
+    async with store.read() as conn:
+        row = (await conn.execute(select(unknown_senders))).one()
+    assert row.updates_seen == 10
+
+
+async def test_a_group_sighting_does_not_use_up_the_private_refusal(store):
+    owners = Owners(store, [1])
+    assert await owners.note_unknown(7, "Eve", refusable=False) is False
+    assert await owners.note_unknown(7, "Eve") is True
+    assert await owners.note_unknown(7, "Eve") is False
+    assert await owners.is_owner(1) and not await owners.is_owner(7)
