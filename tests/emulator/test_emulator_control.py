@@ -53,8 +53,11 @@ ORIGINS = [
     ({"type": "user", "sender_user": {"id": 77, "first_name": "Eve"}}, MessageOriginUser),
     ({"type": "hidden_user", "sender_user_name": "Ghost"}, MessageOriginHiddenUser),
     (
-        {"type": "channel", "chat": {"id": -1001234, "type": "channel", "title": "News"},
-         "message_id": 5},
+        {
+            "type": "channel",
+            "chat": {"id": -1001234, "type": "channel", "title": "News"},
+            "message_id": 5,
+        },
         MessageOriginChannel,
     ),
     (
@@ -175,12 +178,7 @@ async def test_ptb_application_end_to_end(emulator) -> None:
         await update.callback_query.answer("Approved")
         await update.callback_query.edit_message_text("Approved ✅")
 
-    app = (
-        Application.builder()
-        .token(TOKEN)
-        .base_url(emulator.bot_base_url)
-        .build()
-    )
+    app = Application.builder().token(TOKEN).base_url(emulator.bot_base_url).build()
     app.add_handler(CommandHandler("start", start))
     app.add_handler(CallbackQueryHandler(button))
     client = emulator.client
