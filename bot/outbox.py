@@ -124,8 +124,8 @@ class Outbox:
 
     async def claim(self, message_id: int) -> OutgoingMessage | None:
         """Take the row for sending, unless it is done or another delivery holds its lease."""
-        moment = now()
-        return await self._claim_where(outbox.c.id == message_id, moment)
+        async with self.store.write() as conn:
+            return await _claim(conn, outbox.c.id == message_id, now())
 
     async def claim_next_in_chat(self, message_id: int) -> OutgoingMessage | None:
         """Take the oldest undelivered row of the chat ``message_id`` belongs to, unless a
@@ -135,35 +135,8 @@ class Outbox:
         can run at once, the second finds the row taken when it re-reads it.
         """
         moment = now()
-        chat = select(outbox.c.chat_id).where(outbox.c.id == message_id).scalar_subquery()
-        candidate = outbox.alias("candidate")
-        oldest = (
-            select(func.min(candidate.c.id))
-            .where(candidate.c.chat_id == chat, _claimable(candidate, moment))
-            .scalar_subquery()
-        )
-        sending = outbox.alias("sending")
-        busy = exists().where(
-            sending.c.chat_id == chat,
-            sending.c.status == OutboxStatus.SENDING,
-            sending.c.lease_until >= moment,
-        )
-        return await self._claim_where(and_(outbox.c.id == oldest, ~busy), moment)
-
-    async def _claim_where(self, condition, moment) -> OutgoingMessage | None:
         async with self.store.write() as conn:
-            result = await conn.execute(
-                update(outbox)
-                .where(condition, _claimable(outbox, moment))
-                .values(
-                    status=OutboxStatus.SENDING,
-                    lease_until=moment + LEASE,
-                    attempts=outbox.c.attempts + 1,
-                )
-                .returning(*outbox.c)
-            )
-            row = result.first()
-        return _message(row) if row else None
+            return await _claim(conn, _next_in_chat_of(message_id, moment), moment)
 
     async def is_blocked_by_older(self, message: OutgoingMessage) -> bool:
         """True while an older message to the same chat is still undelivered (keeps order)."""
@@ -175,12 +148,17 @@ class Outbox:
         async with self.store.read() as conn:
             return (await conn.execute(query)).scalar_one() > 0
 
-    async def record_part(self, message: OutgoingMessage, telegram_message_id: int) -> None:
-        """Record a part as sent; the last part also marks the message sent (one transaction)."""
+    async def record_part(
+        self, message: OutgoingMessage, telegram_message_id: int, *, claim_next: bool = False
+    ) -> OutgoingMessage | None:
+        """Record a part as sent; the last part also marks the message sent. With
+        ``claim_next``, the chat's next message is claimed in the same transaction (a delivery
+        draining a chat spends one transaction per message, not two)."""
         ids = [*message.telegram_message_ids, telegram_message_id]
         moment = now()
         values: dict[str, Any] = {"lease_until": moment + LEASE}
-        if len(ids) == len(message.parts):
+        done = len(ids) == len(message.parts)
+        if done:
             values = {"status": OutboxStatus.SENT, "sent_at": moment, "last_error": None}
         async with self.store.write() as conn:
             await conn.execute(
@@ -188,8 +166,12 @@ class Outbox:
                 .where(outbox.c.id == message.id)
                 .values(parts_sent=len(ids), telegram_message_ids=ids, **values)
             )
+            following = None
+            if done and claim_next:
+                following = await _claim(conn, _next_in_chat_of(message.id, moment), moment)
         message.telegram_message_ids = ids
         message.parts_sent = len(ids)
+        return following
 
     async def mark_sent(self, message_id: int) -> None:
         await self._finish(message_id, OutboxStatus.SENT, None, sent_at=now())
@@ -252,6 +234,39 @@ class Outbox:
         async with self.store.read() as conn:
             query = select(outbox.c.id).where(outbox.c.idempotency_key == key)
             return (await conn.execute(query)).scalar_one()
+
+
+def _next_in_chat_of(message_id: int, moment):
+    """The oldest claimable row of that message's chat, if no delivery to the chat is live."""
+    chat = select(outbox.c.chat_id).where(outbox.c.id == message_id).scalar_subquery()
+    candidate = outbox.alias("candidate")
+    oldest = (
+        select(func.min(candidate.c.id))
+        .where(candidate.c.chat_id == chat, _claimable(candidate, moment))
+        .scalar_subquery()
+    )
+    sending = outbox.alias("sending")
+    busy = exists().where(
+        sending.c.chat_id == chat,
+        sending.c.status == OutboxStatus.SENDING,
+        sending.c.lease_until >= moment,
+    )
+    return and_(outbox.c.id == oldest, ~busy)
+
+
+async def _claim(conn, condition, moment) -> OutgoingMessage | None:
+    result = await conn.execute(
+        update(outbox)
+        .where(condition, _claimable(outbox, moment))
+        .values(
+            status=OutboxStatus.SENDING,
+            lease_until=moment + LEASE,
+            attempts=outbox.c.attempts + 1,
+        )
+        .returning(*outbox.c)
+    )
+    row = result.first()
+    return _message(row) if row else None
 
 
 def _claimable(table, moment):
