@@ -46,19 +46,27 @@ class CodeVerifier:
 
     async def verify(self, user_id: int, code: str, *, purpose: str) -> None:
         """Accept the code or raise PairingError (or PairingLocked) with a sentence to show."""
-        moment = now()
         async with self.store.write() as conn:
-            if await self._wrong_attempts(conn, user_id, purpose, moment) >= LOCKOUT_AFTER:
-                raise PairingLocked("Too many wrong codes. Try again in 15 minutes.")
-            step = self._matching_step(code.strip(), moment)
-            accepted = step is not None and await self._claim_step(conn, step)
-            await conn.execute(
-                insert(code_attempts).values(
-                    user_id=user_id, purpose=purpose, accepted=accepted, at=moment
-                )
+            refusal = await self.check(conn, user_id, code, purpose=purpose)
+        if refusal is not None:
+            raise refusal
+
+    async def check(
+        self, conn: AsyncConnection, user_id: int, code: str, *, purpose: str
+    ) -> PairingError | None:
+        """Inside the caller's transaction, so what the code grants commits with it; returns
+        the refusal to raise once the transaction has committed the attempt, or None."""
+        moment = now()
+        if await self._wrong_attempts(conn, user_id, purpose, moment) >= LOCKOUT_AFTER:
+            raise PairingLocked("Too many wrong codes. Try again in 15 minutes.")
+        step = self._matching_step(code.strip(), moment)
+        accepted = step is not None and await self._claim_step(conn, step)
+        await conn.execute(
+            insert(code_attempts).values(
+                user_id=user_id, purpose=purpose, accepted=accepted, at=moment
             )
-        if not accepted:
-            raise PairingError(self._refusal(step))
+        )
+        return None if accepted else PairingError(self._refusal(step))
 
     def _matching_step(self, code: str, moment: datetime) -> int | None:
         if not CODE_PATTERN.match(code):

@@ -47,13 +47,17 @@ class Owners:
         """Make the account an owner if the code is good; False if it already was one."""
         if await self.is_owner(user_id):
             return False
-        await verifier.verify(user_id, code, purpose="pair")
+        # One transaction: an outage cannot spend a good code without pairing the account.
         async with self.store.write() as conn:
-            await conn.execute(
-                insert(owners).values(
-                    user_id=user_id, display_name=display_name[:200], paired_at=now()
+            refusal = await verifier.check(conn, user_id, code, purpose="pair")
+            if refusal is None:
+                await conn.execute(
+                    insert(owners).values(
+                        user_id=user_id, display_name=display_name[:200], paired_at=now()
+                    )
                 )
-            )
+        if refusal is not None:
+            raise refusal
         self._paired_loaded_at = float("-inf")
         return True
 

@@ -33,3 +33,26 @@ async def test_a_group_sighting_does_not_use_up_the_private_refusal(store):
     assert await owners.note_unknown(7, "Eve") is True
     assert await owners.note_unknown(7, "Eve") is False
     assert await owners.is_owner(1) and not await owners.is_owner(7)
+
+
+async def test_pairing_that_fails_to_add_the_owner_does_not_spend_the_code(store):
+    import pyotp
+    import pytest
+    from sqlalchemy import insert
+    from sqlalchemy.exc import IntegrityError
+
+    from bot.codes import CodeVerifier
+    from bot.tables import code_attempts, owners, totp_steps
+    from bot.timeutil import now
+
+    secret = pyotp.random_base32()
+    verifier = CodeVerifier(store, secret)
+    pairing = Owners(store, [])
+    assert not await pairing.is_owner(5)  # caches "not an owner" for a few seconds
+    async with store.write() as conn:  # meanwhile another process paired the account
+        await conn.execute(insert(owners).values(user_id=5, display_name="Ann", paired_at=now()))
+    with pytest.raises(IntegrityError):
+        await pairing.pair(5, "Ann", pyotp.TOTP(secret).now(), verifier)
+    async with store.read() as conn:
+        assert (await conn.execute(select(totp_steps))).all() == []  # the step was not spent
+        assert (await conn.execute(select(code_attempts))).all() == []
