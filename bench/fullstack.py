@@ -209,8 +209,11 @@ def aegis_environment(token: str, url: str, data_dir: Path, users: list[int]) ->
         AEGIS_OUTBOX_PER_CHAT_PER_SECOND="100000",
         AEGIS_OUTBOX_GLOBAL_PER_SECOND="100000",
         AEGIS_LOG_LEVEL="WARNING",
-        **({"AEGIS_WORKER_THREADS": os.environ["BENCH_WORKER_THREADS"]}
-           if "BENCH_WORKER_THREADS" in os.environ else {}),
+        **(
+            {"AEGIS_WORKER_THREADS": os.environ["BENCH_WORKER_THREADS"]}
+            if "BENCH_WORKER_THREADS" in os.environ
+            else {}
+        ),
     )
 
 
