@@ -25,6 +25,10 @@ TELEGRAM_TEXT_LIMIT = 4096
 LEASE = timedelta(seconds=60)
 
 
+class LeaseLost(Exception):
+    """Raised when a delivery outlived its lease and another delivery owns the row now."""
+
+
 class OutboxStatus(enum.StrEnum):
     PENDING = "pending"
     SENDING = "sending"
@@ -48,6 +52,7 @@ class OutgoingMessage:
     parts_sent: int
     telegram_message_ids: list[int]
     attempts: int
+    lease_until: datetime | None = None  # the lease this delivery holds: its claim on the row
 
 
 def split_text(text: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[str]:
@@ -161,30 +166,46 @@ class Outbox:
         if done:
             values = {"status": OutboxStatus.SENT, "sent_at": moment, "last_error": None}
         async with self.store.write() as conn:
-            await conn.execute(
+            recorded = await conn.execute(
                 update(outbox)
-                .where(outbox.c.id == message.id)
+                .where(outbox.c.id == message.id, *_still_held(message))
                 .values(parts_sent=len(ids), telegram_message_ids=ids, **values)
             )
+            if recorded.rowcount != 1:
+                raise LeaseLost(f"outbox {message.id} was taken over by another delivery")
             following = None
             if done and claim_next:
                 following = await _claim(conn, _next_in_chat_of(message.id, moment), moment)
         message.telegram_message_ids = ids
         message.parts_sent = len(ids)
+        message.lease_until = values.get("lease_until")
         return following
 
-    async def mark_sent(self, message_id: int) -> None:
-        await self._finish(message_id, OutboxStatus.SENT, None, sent_at=now())
+    # A delivery passes the message it claimed (``held``): the change then applies only while
+    # its lease is still the row's, so a delivery that stalled past its lease cannot undo what
+    # the delivery that took the row over has done. They return False when the lease was lost.
 
-    async def mark_failed(self, message_id: int, error: str) -> None:
-        await self._finish(message_id, OutboxStatus.FAILED, error)
+    async def mark_sent(self, message_id: int, *, held: OutgoingMessage | None = None) -> bool:
+        return await self._finish(message_id, OutboxStatus.SENT, None, held, sent_at=now())
+
+    async def mark_failed(
+        self, message_id: int, error: str, *, held: OutgoingMessage | None = None
+    ) -> bool:
+        return await self._finish(message_id, OutboxStatus.FAILED, error, held)
 
     async def release(
-        self, message_id: int, error: str | None = None, *, not_before: datetime | None = None
-    ) -> None:
+        self,
+        message_id: int,
+        error: str | None = None,
+        *,
+        not_before: datetime | None = None,
+        held: OutgoingMessage | None = None,
+    ) -> bool:
         """Give the row back for a later attempt (rate limit, 429, network trouble); with
         ``not_before`` nothing takes it sooner, the sweep included (a 429 names the second)."""
-        await self._finish(message_id, OutboxStatus.PENDING, error, lease_until=not_before)
+        return await self._finish(
+            message_id, OutboxStatus.PENDING, error, held, lease_until=not_before
+        )
 
     async def due_for_retry(self, *, older_than: timedelta, limit: int = 100) -> list[int]:
         """Rows a delivery should have sent by now: pending for a while, or a lapsed lease."""
@@ -222,18 +243,32 @@ class Outbox:
         async with self.store.read() as conn:
             return {status: count for status, count in (await conn.execute(query)).all()}
 
-    async def _finish(self, message_id: int, status: str, error: str | None, **values: Any) -> None:
+    async def _finish(
+        self,
+        message_id: int,
+        status: str,
+        error: str | None,
+        held: OutgoingMessage | None = None,
+        **values: Any,
+    ) -> bool:
         async with self.store.write() as conn:
-            await conn.execute(
+            changed = await conn.execute(
                 update(outbox)
-                .where(outbox.c.id == message_id)
+                .where(outbox.c.id == message_id, *_still_held(held))
                 .values(status=status, last_error=error and error[:1000], **values)
             )
+        return changed.rowcount == 1
 
     async def _id_for_key(self, key: str) -> int:
         async with self.store.read() as conn:
             query = select(outbox.c.id).where(outbox.c.idempotency_key == key)
             return (await conn.execute(query)).scalar_one()
+
+
+def _still_held(held: OutgoingMessage | None) -> tuple:
+    if held is None:
+        return ()
+    return (outbox.c.status == OutboxStatus.SENDING, outbox.c.lease_until == held.lease_until)
 
 
 def _next_in_chat_of(message_id: int, moment):
@@ -292,4 +327,5 @@ def _message(row: Any) -> OutgoingMessage:
         parts_sent=row.parts_sent,
         telegram_message_ids=list(row.telegram_message_ids),
         attempts=row.attempts,
+        lease_until=row.lease_until,
     )

@@ -20,7 +20,7 @@ import dramatiq
 from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 
-from bot.outbox import OutboxKind, OutgoingMessage
+from bot.outbox import LeaseLost, OutboxKind, OutgoingMessage
 from bot.timeutil import now
 from jobs.broker import require_broker
 from jobs.resources import resources
@@ -98,7 +98,7 @@ async def deliver(outbox_id: int) -> dict:
             totals[key] = totals.get(key, 0) + count
     else:
         if message is not None:  # a long queue for one chat: give other chats a turn
-            await res.outbox.release(message.id)
+            await res.outbox.release(message.id, held=message)
             await asyncio.to_thread(deliver.send, message.id)
     return totals or {"nothing_to_send": 1}
 
@@ -129,28 +129,34 @@ async def _send_parts(
         await _retry_later(res, message, delay_ms, f"429: retry after {delay_ms} ms")
         return {"messages_sent": sent, "telegram_429": 1}, None
     except (BadRequest, Forbidden) as exc:
-        await res.outbox.mark_failed(message.id, f"{type(exc).__name__}: {exc.message}")
+        await res.outbox.mark_failed(
+            message.id, f"{type(exc).__name__}: {exc.message}", held=message
+        )
         logger.warning("outbox %s refused by Telegram: %s", message.id, exc.message)
         return {"messages_sent": sent, "messages_failed": 1}, None
+    except LeaseLost as exc:  # we stalled past the lease; the row belongs to another delivery
+        logger.warning("%s", exc)
+        return {"messages_sent": sent, "lease_lost": 1}, None
     except NetworkError as exc:  # Telegram unreachable: retried for as long as it takes
-        await res.outbox.release(message.id, f"{type(exc).__name__}: {exc.message}")
+        await res.outbox.release(message.id, f"{type(exc).__name__}: {exc.message}", held=message)
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         if message.attempts >= GIVE_UP_AFTER_ERRORS:
-            await res.outbox.mark_failed(message.id, f"gave up after {message.attempts}: {error}")
+            reason = f"gave up after {message.attempts}: {error}"
+            await res.outbox.mark_failed(message.id, reason, held=message)
             logger.error("outbox %s failed for good: %s", message.id, error)
             return {"messages_sent": sent, "messages_failed": 1}, None
-        await res.outbox.release(message.id, error)
+        await res.outbox.release(message.id, error, held=message)
         raise
     if sent == 0:  # nothing was left to send: a rerun after the last part was recorded
-        await res.outbox.mark_sent(message.id)
+        await res.outbox.mark_sent(message.id, held=message)
     return {"messages_sent": sent}, following
 
 
 async def _retry_later(res, message: OutgoingMessage, delay_ms: int, error: str | None = None):
     not_before = now() + timedelta(milliseconds=delay_ms)
-    await res.outbox.release(message.id, error, not_before=not_before)
+    await res.outbox.release(message.id, error, not_before=not_before, held=message)
     await asyncio.to_thread(_send_later, message.id, delay_ms)
 
 

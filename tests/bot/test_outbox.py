@@ -13,6 +13,7 @@ from sqlalchemy import update
 from bot.outbox import (
     LEASE,
     TELEGRAM_TEXT_LIMIT,
+    LeaseLost,
     Outbox,
     OutboxKind,
     OutboxStatus,
@@ -160,6 +161,21 @@ async def test_a_lapsed_lease_can_be_claimed_again(box, store):
     await set_columns(store, message_id, lease_until=now() - timedelta(seconds=1))
     again = await box.claim(message_id)
     assert again is not None and again.attempts == 2
+
+
+async def test_a_delivery_that_outlived_its_lease_cannot_undo_the_takeover(box, store):
+    message_id, _ = await box.put(CHAT, "stalled worker")
+    stalled = await box.claim(message_id)
+    await set_columns(store, message_id, lease_until=now() - timedelta(seconds=1))
+    takeover = await box.claim(message_id)
+    await box.record_part(takeover, 42)
+    assert (await box.get(message_id))["status"] == "sent"
+    assert await box.release(message_id, "late", held=stalled) is False
+    assert await box.mark_failed(message_id, "late", held=stalled) is False
+    with pytest.raises(LeaseLost):
+        await box.record_part(stalled, 43)
+    row = await box.get(message_id)
+    assert (row["status"], row["telegram_message_ids"]) == ("sent", [42])
 
 
 async def test_sent_and_failed_rows_are_never_claimed(box):
