@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, insert, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from bot.store import Store
@@ -272,21 +272,22 @@ def _still_held(held: OutgoingMessage | None) -> tuple:
 
 
 def _next_in_chat_of(message_id: int, moment):
-    """The oldest claimable row of that message's chat, if no delivery to the chat is live."""
+    """The chat's oldest undelivered row, which ``_claim`` takes only if it is claimable now.
+
+    Never a younger row while an older one waits: not while it is being sent (a live lease),
+    and not while it is held back after a rate limit or a 429, or order would be lost.
+    """
     chat = select(outbox.c.chat_id).where(outbox.c.id == message_id).scalar_subquery()
     candidate = outbox.alias("candidate")
     oldest = (
         select(func.min(candidate.c.id))
-        .where(candidate.c.chat_id == chat, _claimable(candidate, moment))
+        .where(
+            candidate.c.chat_id == chat,
+            candidate.c.status.in_([OutboxStatus.PENDING, OutboxStatus.SENDING]),
+        )
         .scalar_subquery()
     )
-    sending = outbox.alias("sending")
-    busy = exists().where(
-        sending.c.chat_id == chat,
-        sending.c.status == OutboxStatus.SENDING,
-        sending.c.lease_until >= moment,
-    )
-    return and_(outbox.c.id == oldest, ~busy)
+    return outbox.c.id == oldest
 
 
 async def _claim(conn, condition, moment) -> OutgoingMessage | None:

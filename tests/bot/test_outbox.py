@@ -178,6 +178,18 @@ async def test_a_delivery_that_outlived_its_lease_cannot_undo_the_takeover(box, 
     assert (row["status"], row["telegram_message_ids"]) == ("sent", [42])
 
 
+async def test_a_held_back_message_keeps_younger_ones_of_its_chat_waiting(box):
+    first, _ = await box.put(CHAT, "first")
+    second, _ = await box.put(CHAT, "second")
+    claimed = await box.claim_next_in_chat(second)
+    assert claimed.id == first  # the chat's oldest, whichever message asked
+    assert await box.claim_next_in_chat(second) is None  # being sent: nobody overtakes it
+    later = now() + timedelta(seconds=30)  # a rate limit or a 429 holds it back
+    assert await box.release(first, "429", not_before=later, held=claimed) is True
+    assert await box.claim_next_in_chat(second) is None  # still first in line
+    assert await box.claim_next_in_chat(first) is None
+
+
 async def test_sent_and_failed_rows_are_never_claimed(box):
     sent, _ = await box.put(CHAT, "a")
     failed, _ = await box.put(CHAT, "b")
