@@ -127,11 +127,6 @@ class Outbox:
                 raise
             return await self._id_for_key(idempotency_key), False
 
-    async def claim(self, message_id: int) -> OutgoingMessage | None:
-        """Take the row for sending, unless it is done or another delivery holds its lease."""
-        async with self.store.write() as conn:
-            return await _claim(conn, outbox.c.id == message_id, now())
-
     async def claim_next_in_chat(self, message_id: int) -> OutgoingMessage | None:
         """Take the oldest undelivered row of the chat ``message_id`` belongs to, unless a
         delivery to that chat is under way: one sender per chat at a time keeps the order.
@@ -142,16 +137,6 @@ class Outbox:
         moment = now()
         async with self.store.write() as conn:
             return await _claim(conn, _next_in_chat_of(message_id, moment), moment)
-
-    async def is_blocked_by_older(self, message: OutgoingMessage) -> bool:
-        """True while an older message to the same chat is still undelivered (keeps order)."""
-        query = select(func.count()).where(
-            outbox.c.chat_id == message.chat_id,
-            outbox.c.id < message.id,
-            outbox.c.status.in_([OutboxStatus.PENDING, OutboxStatus.SENDING]),
-        )
-        async with self.store.read() as conn:
-            return (await conn.execute(query)).scalar_one() > 0
 
     async def record_part(
         self, message: OutgoingMessage, telegram_message_id: int, *, claim_next: bool = False
@@ -227,11 +212,6 @@ class Outbox:
         )
         async with self.store.read() as conn:
             return list((await conn.execute(query)).scalars())
-
-    async def status_of(self, message_id: int) -> str | None:
-        async with self.store.read() as conn:
-            query = select(outbox.c.status).where(outbox.c.id == message_id)
-            return (await conn.execute(query)).scalar()
 
     async def get(self, message_id: int) -> dict[str, Any] | None:
         async with self.store.read() as conn:

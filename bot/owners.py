@@ -38,9 +38,6 @@ class Owners:
             return True
         return user_id in await self._paired_ids()
 
-    async def all_ids(self) -> frozenset[int]:
-        return self.configured | await self._paired_ids()
-
     async def pair(
         self, user_id: int, display_name: str, code: str, verifier: CodeVerifier
     ) -> bool:

@@ -14,7 +14,6 @@ from sqlalchemy import insert, select
 
 from bot.store import Store
 from bot.tables import runs
-from bot.timeutil import now
 
 
 class RunStatus(enum.StrEnum):
@@ -62,19 +61,6 @@ class RunRecord:
 class Runs:
     def __init__(self, store: Store) -> None:
         self.store = store
-
-    async def record(
-        self,
-        *,
-        job: str,
-        message_id: str,
-        status: RunStatus,
-        started_at: datetime,
-        summary: dict[str, Any] | None = None,
-        error: str | None = None,
-    ) -> None:
-        record = RunRecord(job, message_id, status, started_at, now(), summary or {}, error)
-        await self.record_many([record])
 
     async def record_many(self, records: list[RunRecord]) -> None:
         """Write several runs in one transaction (the worker batches them)."""

@@ -156,14 +156,6 @@ class UpdateLog:
             rows = (await conn.execute(query)).all()
         return [RecordedUpdate(*row) for row in rows]
 
-    async def status_of(self, update_id: int) -> tuple[str, int, datetime | None] | None:
-        query = select(updates.c.status, updates.c.attempts, updates.c.handled_at).where(
-            updates.c.bot_id == self.bot_id, updates.c.update_id == update_id
-        )
-        async with self.store.read() as conn:
-            row = (await conn.execute(query)).first()
-        return tuple(row) if row else None
-
     async def _set(self, update_id: int, **values: Any) -> None:
         async with self.store.write() as conn:
             await conn.execute(

@@ -136,9 +136,9 @@ async def test_a_long_text_is_split_and_a_text_past_the_file_limit_becomes_a_doc
 
 async def test_claim_is_exclusive_while_the_lease_holds(box):
     message_id, _ = await box.put(CHAT, "once")
-    message = await box.claim(message_id)
+    message = await box.claim_next_in_chat(message_id)
     assert message is not None and message.attempts == 1 and message.parts == ["once"]
-    assert await box.claim(message_id) is None
+    assert await box.claim_next_in_chat(message_id) is None
     row = await box.get(message_id)
     assert row["status"] == OutboxStatus.SENDING
     assert row["lease_until"] > now() + LEASE - timedelta(seconds=10)
@@ -148,7 +148,7 @@ async def test_ten_concurrent_claims_from_separate_stores_have_one_winner(databa
     message_id, _ = await Outbox(store).put(CHAT, "contested")
     stores = [Store(database_url) for _ in range(10)]
     try:
-        claims = await asyncio.gather(*(Outbox(s).claim(message_id) for s in stores))
+        claims = await asyncio.gather(*(Outbox(s).claim_next_in_chat(message_id) for s in stores))
     finally:
         for s in stores:
             await s.close()
@@ -157,17 +157,17 @@ async def test_ten_concurrent_claims_from_separate_stores_have_one_winner(databa
 
 async def test_a_lapsed_lease_can_be_claimed_again(box, store):
     message_id, _ = await box.put(CHAT, "crashed worker")
-    assert await box.claim(message_id) is not None
+    assert await box.claim_next_in_chat(message_id) is not None
     await set_columns(store, message_id, lease_until=now() - timedelta(seconds=1))
-    again = await box.claim(message_id)
+    again = await box.claim_next_in_chat(message_id)
     assert again is not None and again.attempts == 2
 
 
 async def test_a_delivery_that_outlived_its_lease_cannot_undo_the_takeover(box, store):
     message_id, _ = await box.put(CHAT, "stalled worker")
-    stalled = await box.claim(message_id)
+    stalled = await box.claim_next_in_chat(message_id)
     await set_columns(store, message_id, lease_until=now() - timedelta(seconds=1))
-    takeover = await box.claim(message_id)
+    takeover = await box.claim_next_in_chat(message_id)
     await box.record_part(takeover, 42)
     assert (await box.get(message_id))["status"] == "sent"
     assert await box.release(message_id, "late", held=stalled) is False
@@ -195,17 +195,19 @@ async def test_sent_and_failed_rows_are_never_claimed(box):
     failed, _ = await box.put(CHAT, "b")
     await box.mark_sent(sent)
     await box.mark_failed(failed, "Forbidden: bot was blocked by the user")
-    assert await box.claim(sent) is None and await box.claim(failed) is None
+    assert (
+        await box.claim_next_in_chat(sent) is None and await box.claim_next_in_chat(failed) is None
+    )
     assert (await box.get(failed))["last_error"] == "Forbidden: bot was blocked by the user"
     assert (await box.get(sent))["sent_at"] is not None
 
 
 async def test_release_gives_the_row_back_and_keeps_recorded_parts(box):
     message_id, _ = await box.put(CHAT, ("z" * 99 + "\n") * 100)
-    message = await box.claim(message_id)
+    message = await box.claim_next_in_chat(message_id)
     await box.record_part(message, 11)
     await box.release(message_id, "429: retry after 1")
-    again = await box.claim(message_id)
+    again = await box.claim_next_in_chat(message_id)
     assert again.parts_sent == 1 and again.telegram_message_ids == [11]
     assert (await box.get(message_id))["last_error"] == "429: retry after 1"
 
@@ -214,34 +216,33 @@ async def test_an_older_undelivered_message_to_the_same_chat_blocks_a_newer_one(
     first, _ = await box.put(CHAT, "first")
     second, _ = await box.put(CHAT, "second")
     elsewhere, _ = await box.put(OTHER_CHAT, "other chat")
-    second_message = await box.claim(second)
-    assert await box.is_blocked_by_older(second_message)
-    assert not await box.is_blocked_by_older(await box.claim(elsewhere))
-    first_message = await box.claim(first)
-    assert not await box.is_blocked_by_older(first_message)
-    assert await box.is_blocked_by_older(second_message)  # still sending
-    await box.mark_sent(first)
-    assert not await box.is_blocked_by_older(second_message)
+    taken = await box.claim_next_in_chat(second)
+    assert taken.id == first  # the newer one asked; the older one goes
+    assert (await box.claim_next_in_chat(elsewhere)).id == elsewhere  # other chats go on
+    assert await box.claim_next_in_chat(second) is None  # first is still sending
+    await box.record_part(taken, 7)
+    assert (await box.claim_next_in_chat(second)).id == second
 
 
 async def test_a_failed_older_message_does_not_block_the_chat(box):
     first, _ = await box.put(CHAT, "first")
     second, _ = await box.put(CHAT, "second")
     await box.mark_failed(first, "BadRequest: chat not found")
-    assert not await box.is_blocked_by_older(await box.claim(second))
+    assert (await box.claim_next_in_chat(second)).id == second
 
 
 async def test_due_for_retry_finds_old_pending_rows_and_lapsed_leases(box, store):
+    # A chat each, so claiming one row does not wait on another's order.
     fresh, _ = await box.put(CHAT, "fresh")
-    old, _ = await box.put(CHAT, "old")
-    lapsed, _ = await box.put(CHAT, "lapsed")
-    leased, _ = await box.put(CHAT, "leased")
-    done, _ = await box.put(CHAT, "done")
+    old, _ = await box.put(CHAT + 1, "old")
+    lapsed, _ = await box.put(CHAT + 2, "lapsed")
+    leased, _ = await box.put(CHAT + 3, "leased")
+    done, _ = await box.put(CHAT + 4, "done")
     long_ago = now() - timedelta(minutes=5)
     await set_columns(store, old, created_at=long_ago)
     for message_id in (lapsed, leased, done):
         await set_columns(store, message_id, created_at=long_ago)
-        await box.claim(message_id)
+        await box.claim_next_in_chat(message_id)
     await set_columns(store, lapsed, lease_until=now() - timedelta(seconds=1))
     await box.mark_sent(done)
 
