@@ -6,16 +6,14 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-import redis
 from dramatiq.brokers.redis import RedisBroker
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot import migrate
-from bot.errors import BrokerError
 from bot.settings import Settings
 from bot.store import Store, wait_for
 from jobs import load_actors
-from jobs.broker import queue_depths
+from jobs.broker import make_enqueue, queue_depths  # noqa: F401  (make_enqueue: re-exported)
 
 # Libraries that would print a URL with the bot token in it, or the emulator key, at INFO.
 QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "telegram.Bot", "telegram.ext", "alembic")
@@ -64,19 +62,6 @@ async def open_store(settings: Settings) -> Store:
     if applied:
         logging.getLogger(__name__).info("applied migrations: %s", ", ".join(applied))
     return store
-
-
-def make_enqueue(broker: RedisBroker):
-    """An async ``enqueue(actor_name, *args)`` that never blocks the event loop on Redis."""
-
-    async def enqueue(actor_name: str, *args) -> None:
-        actor = broker.get_actor(actor_name)
-        try:
-            await asyncio.to_thread(actor.send, *args)
-        except redis.RedisError as exc:
-            raise BrokerError(f"could not enqueue {actor_name}: Redis is unavailable") from exc
-
-    return enqueue
 
 
 def make_queue_depths(broker: RedisBroker):

@@ -17,13 +17,12 @@ from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 
 from aegis.runtime import make_enqueue, make_queue_depths, open_store
-from bot.callbacks import CallbackSigner
 from bot.errors import StoreError, TransportError
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
-from bot.outbox import Outbox
 from bot.owners import Owners
+from bot.platform import Platform
 from bot.runs import Runs
-from bot.secrets import SecretFiles
+from bot.secrets import SecretFiles, callback_signer
 from bot.settings import Settings
 from bot.timeutil import now
 from bot.updates import UpdateLog
@@ -115,15 +114,19 @@ def _services(settings: Settings, store, context: WebContext) -> Services:
     owner_ids = set(settings.owner_ids)
     if settings.uses_emulator:
         owner_ids.add(DEFAULT_USER["id"])
+    signer = callback_signer(files)
+    enqueue = make_enqueue(context.broker)
+    platform = Platform.build(settings, store, signer, enqueue)
     return Services(
         settings=settings,
         store=store,
         owners=Owners(store, owner_ids),
-        outbox=Outbox(store, file_over_chars=settings.outbox_file_over_chars),
+        outbox=platform.outbox,
         runs=Runs(store),
         heartbeats=Heartbeats(store),
-        signer=CallbackSigner(files.get_or_create("callback-key").encode()),
-        enqueue=make_enqueue(context.broker),
+        signer=signer,
+        platform=platform,
+        enqueue=enqueue,
         queue_depths=make_queue_depths(context.broker),
         broker_description=context.broker_description,
         totp_secret=lambda: files.get("totp"),

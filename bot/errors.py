@@ -30,3 +30,18 @@ class PairingLocked(PairingError):
 
 class TransportError(AegisError):
     """Raised when an update cannot be accepted from Telegram (bad body, wrong secret)."""
+
+
+class PolicyError(AegisError):
+    """Raised when the policy gate cannot be built or consulted."""
+
+
+class PolicyConfigError(ConfigError, PolicyError):
+    """Raised when a tool or agent declaration (built-in or in aegis.yaml) is invalid.
+
+    The message names the declaration and what is wrong with it.
+    """
+
+
+class InteractionError(AegisError):
+    """Raised when an interaction cannot be created or resolved as asked."""

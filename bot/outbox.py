@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.store import Store
 from bot.tables import outbox
@@ -39,6 +40,7 @@ class OutboxStatus(enum.StrEnum):
 class OutboxKind(enum.StrEnum):
     TEXT = "text"
     DOCUMENT = "document"
+    EDIT = "edit"  # replaces the text and buttons of the message an earlier row sent
 
 
 @dataclass
@@ -53,6 +55,8 @@ class OutgoingMessage:
     telegram_message_ids: list[int]
     attempts: int
     lease_until: datetime | None = None  # the lease this delivery holds: its claim on the row
+    caption: str | None = None
+    edit_of: int | None = None
 
 
 def split_text(text: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[str]:
@@ -102,10 +106,42 @@ class Outbox:
         idempotency_key: str | None = None,
     ) -> tuple[int, bool]:
         """Queue a message; returns its id and whether it is new (a repeated key is not)."""
+        row = self._row(chat_id, text, reply_markup, reply_to_message_id, idempotency_key)
+        try:
+            async with self.store.write() as conn:
+                result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
+                return result.scalar_one(), True
+        except IntegrityError:
+            if idempotency_key is None:
+                raise
+            return await self._id_for_key(idempotency_key), False
+
+    async def add(
+        self,
+        conn: AsyncConnection,
+        chat_id: int,
+        text: str,
+        *,
+        reply_markup: dict[str, Any] | None = None,
+        caption: str | None = None,
+        edit_of: int | None = None,
+    ) -> int:
+        """Queue a message inside the caller's transaction, so it exists exactly when what it
+        announces does. With ``caption`` the text goes as a file under that caption; with
+        ``edit_of`` it replaces the message that row sent."""
+        row = self._row(chat_id, text, reply_markup, None, None)
+        if caption is not None:
+            row.update(kind=OutboxKind.DOCUMENT, parts=[text], caption=caption)
+        if edit_of is not None:
+            row.update(kind=OutboxKind.EDIT, parts=[text], edit_of=edit_of)
+        result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
+        return result.scalar_one()
+
+    def _row(self, chat_id, text, reply_markup, reply_to_message_id, idempotency_key) -> dict:
         if not text.strip():
             raise ValueError("an outgoing message needs some text")
         is_file = len(text) > self.file_over_chars
-        row = {
+        return {
             "chat_id": chat_id,
             "idempotency_key": idempotency_key,
             "kind": OutboxKind.DOCUMENT if is_file else OutboxKind.TEXT,
@@ -118,14 +154,6 @@ class Outbox:
             "attempts": 0,
             "created_at": now(),
         }
-        try:
-            async with self.store.write() as conn:
-                result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
-                return result.scalar_one(), True
-        except IntegrityError:
-            if idempotency_key is None:
-                raise
-            return await self._id_for_key(idempotency_key), False
 
     async def claim_next_in_chat(self, message_id: int) -> OutgoingMessage | None:
         """Take the oldest undelivered row of the chat ``message_id`` belongs to, unless a
@@ -309,4 +337,6 @@ def _message(row: Any) -> OutgoingMessage:
         telegram_message_ids=list(row.telegram_message_ids),
         attempts=row.attempts,
         lease_until=row.lease_until,
+        caption=row.caption,
+        edit_of=row.edit_of,
     )

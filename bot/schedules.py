@@ -25,7 +25,10 @@ class Schedule:
 
 
 # The platform's own upkeep; later, aegis.yaml adds the user's schedules to these.
-BUILTIN_SCHEDULES = (Schedule("outbox-sweep", "sweep_outbox", 30),)
+BUILTIN_SCHEDULES = (
+    Schedule("outbox-sweep", "sweep_outbox", 30),
+    Schedule("interaction-sweep", "sweep_interactions", 30),
+)
 
 
 class Schedules:

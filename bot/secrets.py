@@ -9,6 +9,8 @@ import os
 import secrets
 from pathlib import Path
 
+from bot.callbacks import CallbackSigner
+
 
 class SecretFiles:
     """Creates a secret the first time it is asked for and returns the same one after that."""
@@ -49,3 +51,8 @@ class SecretFiles:
             return value
         finally:
             temporary.unlink(missing_ok=True)
+
+
+def callback_signer(files: SecretFiles) -> CallbackSigner:
+    """The signer for inline buttons; every process of one instance shares its key."""
+    return CallbackSigner(files.get_or_create("callback-key").encode())

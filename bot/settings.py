@@ -65,6 +65,10 @@ class Settings(BaseSettings):
         10.0, description="An update interrupted by an outage is handled again after this."
     )
     worker_threads: int = Field(4, description="Threads in each worker process.")
+    config_file: Path = Field(
+        Path("aegis.yaml"),
+        description="Behaviour as data: your tools and agents. A missing file is fine.",
+    )
     log_level: str = Field("INFO", description="Python logging level.")
 
     @field_validator("log_level")

@@ -112,6 +112,8 @@ outbox = Table(
     Column("parts", JSON, nullable=False),
     Column("reply_markup", JSON),
     Column("reply_to_message_id", BigInteger),
+    Column("caption", Text),  # a document's caption, when it is not the text's first lines
+    Column("edit_of", Integer),  # an edit: the outbox row whose sent message it replaces
     Column("status", String(16), nullable=False),
     Column("lease_until", UTCDateTime()),
     Column("parts_sent", Integer, nullable=False, default=0),
@@ -158,4 +160,95 @@ heartbeats = Table(
     Column("kind", String(16), nullable=False),
     Column("started_at", UTCDateTime(), nullable=False),
     Column("seen_at", UTCDateTime(), nullable=False),
+)
+
+
+# Every human handoff: an approval, a choice, an acknowledgement or a question; see
+# bot/interactions.py. Resolved with one compare-and-set on ``status``; the continuation (an
+# actor and its keyword arguments) is enqueued when it resolves or expires.
+interactions = Table(
+    "interactions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("agent", String(100), nullable=False),
+    Column("chat_id", BigInteger, nullable=False),
+    Column("prompt", Text, nullable=False),
+    Column("options", JSON, nullable=False),
+    Column("tool", String(200)),
+    Column("args", JSON),
+    Column("args_hash", String(64)),
+    Column("step_up", Boolean, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("outcome", String(100)),
+    Column("answer", Text),
+    Column("timeout_policy", String(16), nullable=False),
+    Column("expires_at", UTCDateTime()),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("code_from", BigInteger),  # the owner who tapped Approve and owes the code
+    Column("resolved_at", UTCDateTime()),
+    Column("resolved_by", BigInteger),
+    Column("resolved_by_name", String(200)),
+    Column("continuation_actor", String(100)),
+    Column("continuation_kwargs", JSON, nullable=False),
+    Column("continuation_sent_at", UTCDateTime()),
+    Column("continued_at", UTCDateTime()),
+    Index("ix_interactions_status", "status", "expires_at"),
+    Index("ix_interactions_hash", "args_hash", "status"),
+)
+
+# The messages that carry a card: the first from the call that asked, more from /pending.
+interaction_cards = Table(
+    "interaction_cards",
+    metadata,
+    Column("outbox_id", Integer, primary_key=True, autoincrement=False),
+    Column("interaction_id", Integer, nullable=False),
+    Column("chat_id", BigInteger, nullable=False),
+    Index("ix_interaction_cards_interaction", "interaction_id"),
+    Index("ix_interaction_cards_chat", "chat_id", "outbox_id"),
+)
+
+# Approvals granted: bound to the argument hash, good for 15 minutes, used at most once.
+grants = Table(
+    "grants",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("interaction_id", Integer, nullable=False, unique=True),
+    Column("agent", String(100), nullable=False),
+    Column("tool", String(200), nullable=False),
+    Column("args_hash", String(64), nullable=False),
+    Column("granted_by", BigInteger, nullable=False),
+    Column("granted_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
+    Column("used_at", UTCDateTime()),
+    Index("ix_grants_hash", "args_hash", "used_at", "expires_at"),
+)
+
+# What the gate decided and what people did about it: decisions, grants, uses, refusals.
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("event", String(32), nullable=False),
+    Column("agent", String(100)),
+    Column("tool", String(200)),
+    Column("args_hash", String(64)),
+    Column("interaction_id", Integer),
+    Column("user_id", BigInteger),
+    Column("detail", Text, nullable=False),
+    Index("ix_audit_events_at", "at"),
+)
+
+# What the owner told an agent by replying to one of its cards: shown to its later runs.
+agent_notes = Table(
+    "agent_notes",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("agent", String(100), nullable=False),
+    Column("interaction_id", Integer),
+    Column("user_id", BigInteger, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index("ix_agent_notes_agent", "agent", "created_at"),
 )

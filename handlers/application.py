@@ -17,7 +17,7 @@ from telegram.ext import (
     filters,
 )
 
-from handlers import buttons, commands
+from handlers import buttons, cards, commands
 from handlers.errors import on_error
 from handlers.gate import gate
 from handlers.services import SERVICES_KEY, Services
@@ -25,6 +25,9 @@ from handlers.services import SERVICES_KEY, Services
 BOT_COMMANDS = [
     ("start", "What aegis is"),
     ("help", "What I can do"),
+    ("pending", "Cards waiting for you"),
+    ("audit", "Latest decisions of the gate"),
+    ("demo", "See the gate at work"),
     ("ping", "Round trip through a worker"),
     ("status", "Processes, queues, database, latest jobs"),
     ("pair", "Pair this account with a TOTP code"),
@@ -42,6 +45,9 @@ def build_application(bot: Bot, services: Services) -> Application:
         ("ping", commands.ping),
         ("status", commands.status),
         ("pair", commands.pair),
+        ("pending", cards.pending),
+        ("audit", cards.audit),
+        ("demo", cards.demo),
     ):
         application.add_handler(CommandHandler(name, callback, filters=new_messages))
     application.add_handler(CallbackQueryHandler(buttons.on_button))

@@ -7,6 +7,9 @@ import logging
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from bot.audit import AuditEvent
+from bot.cards import CALLBACK_KIND
+from handlers.cards import on_card_tap
 from handlers.commands import refresh_markup, status_text
 from handlers.services import services
 
@@ -19,7 +22,15 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     data = svc.signer.verify(query.data or "")
     if data is None:
         logger.warning("refused a tap with unsigned callback data from %s", query.from_user.id)
+        await svc.platform.audit.record(
+            AuditEvent.TAP_REFUSED,
+            "callback data that is not signed by us",
+            user_id=query.from_user.id,
+        )
         await query.answer("This button is not one of mine; nothing was done.", show_alert=True)
+        return
+    if data.kind == CALLBACK_KIND:
+        await on_card_tap(update, context, data)
         return
     if data.kind == "refresh" and data.id == "status":
         await query.answer("Refreshed")

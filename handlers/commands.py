@@ -17,18 +17,26 @@ from telegram.ext import ContextTypes
 
 from bot.errors import BrokerError, PairingError
 from bot.status import gather_status
+from handlers.cards import answer_card
 from handlers.services import Services, services
 
 HELP = """aegis is your personal agent platform, driven from this chat.
 
 What works today:
+/demo: watch a demo agent ask before it writes, and ask for a code before it deletes
+/pending: every card still waiting for you, sent again with live buttons
+/audit: the latest decisions of the gate, grants, uses and refusals
 /ping: a round trip through a background worker, with its time
 /status: live processes, queues, database, broker and the latest jobs
 /pair CODE: make another Telegram account an owner with a code from your authenticator
 /help: this message
 
+Every action an agent wants to take passes a gate: reads run, anything else waits for your tap
+on a card, and what cannot be undone also needs a code from your authenticator. Reply to a card
+with text to leave a note for the agent that asked.
+
 Every message I send goes through a durable outbox, so an outage delays a reply, never loses it.
-Capturing messages as tasks, approvals and agents arrive in the next releases."""
+Capturing messages as tasks and running your own agents arrive in the next releases."""
 
 START = "Hello! I am aegis.\n\n" + HELP
 
@@ -99,6 +107,8 @@ async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
 
 
 async def text_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    if await answer_card(update, context):
+        return
     origin = update.message.forward_origin
     if origin is None:
         text = "Got it, but I only understand commands so far. /help lists them."

@@ -14,6 +14,7 @@ from telegram import Update
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
+from bot.audit import AuditEvent
 from handlers.errors import current_outcome
 from handlers.services import services
 
@@ -58,6 +59,9 @@ async def _passes(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
     private = chat is not None and chat.type == "private"
     due = await svc.owners.note_unknown(user.id, user.full_name, refusable=private)
     if update.callback_query is not None:
+        await svc.platform.audit.record(
+            AuditEvent.TAP_REFUSED, "a tap from someone who is not an owner", user_id=user.id
+        )
         with contextlib.suppress(TelegramError):  # a tap too old to answer is still refused
             await update.callback_query.answer()
     if due:

@@ -15,6 +15,7 @@ from bot.errors import BrokerError
 from bot.heartbeats import Heartbeats
 from bot.outbox import Outbox
 from bot.owners import Owners
+from bot.platform import Platform
 from bot.runs import Runs
 from bot.settings import Settings
 from bot.store import Store
@@ -34,6 +35,7 @@ class Services:
     runs: Runs
     heartbeats: Heartbeats
     signer: CallbackSigner
+    platform: Platform
     enqueue: Enqueue
     queue_depths: Callable[[], Awaitable[dict[str, int]]]
     broker_description: str

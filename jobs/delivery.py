@@ -121,7 +121,7 @@ async def _send_parts(
             if wait:
                 await _retry_later(res, message, wait + random.randint(5, 60))
                 return {"messages_sent": sent, "rate_limited": 1}, None
-            telegram_id = await _send_one(res.bot, message, message.parts_sent)
+            telegram_id = await _send_one(res, message, message.parts_sent)
             following = await res.outbox.record_part(message, telegram_id, claim_next=claim_next)
             sent += 1
     except RetryAfter as exc:
@@ -160,17 +160,22 @@ async def _retry_later(res, message: OutgoingMessage, delay_ms: int, error: str 
     await asyncio.to_thread(_send_later, message.id, delay_ms)
 
 
-async def _send_one(bot, message: OutgoingMessage, index: int) -> int:
+async def _send_one(res, message: OutgoingMessage, index: int) -> int:
+    bot = res.bot
     last = index == len(message.parts) - 1
     markup = None
     if last and message.reply_markup:
         markup = InlineKeyboardMarkup.de_json(message.reply_markup, bot)
+    if message.kind is OutboxKind.EDIT:
+        return await _edit(res, message, markup)
     reply = ReplyParameters(message.reply_to_message_id, allow_sending_without_reply=True)
     reply = reply if index == 0 and message.reply_to_message_id else None
     if message.kind is OutboxKind.DOCUMENT:
         text = message.parts[index]
         document = InputFile(io.BytesIO(text.encode()), filename="message.txt")
-        caption = f"{text[:200].rstrip()}…\n\n(full text attached: {len(text):,} characters)"
+        caption = message.caption or (
+            f"{text[:200].rstrip()}…\n\n(full text attached: {len(text):,} characters)"
+        )
         sent = await bot.send_document(
             message.chat_id,
             document,
@@ -183,6 +188,28 @@ async def _send_one(bot, message: OutgoingMessage, index: int) -> int:
             message.chat_id, message.parts[index], reply_markup=markup, reply_parameters=reply
         )
     return sent.message_id
+
+
+async def _edit(res, message: OutgoingMessage, markup) -> int:
+    """Replace what an earlier row sent (a card's last part, which carries its buttons)."""
+    target = await res.outbox.get(message.edit_of)
+    if target is None or not target["telegram_message_ids"]:
+        raise BadRequest(f"outbox {message.edit_of} sent no message to edit")
+    message_id = target["telegram_message_ids"][-1]
+    text = message.parts[0]
+    try:
+        if target["kind"] == OutboxKind.DOCUMENT:
+            await res.bot.edit_message_caption(
+                message.chat_id, message_id, caption=text[:1024], reply_markup=markup
+            )
+        else:
+            await res.bot.edit_message_text(
+                text[:4096], message.chat_id, message_id, reply_markup=markup
+            )
+    except BadRequest as exc:
+        if "not modified" not in exc.message:  # the same edit, already made by an earlier try
+            raise
+    return message_id
 
 
 def _send_later(outbox_id: int, delay_ms: int) -> None:

@@ -11,14 +11,19 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+import dramatiq
 from telegram import Bot
 from telegram.error import NetworkError
 
+from bot.errors import BrokerError
 from bot.outbox import Outbox
+from bot.platform import Platform
 from bot.runs import Runs
+from bot.secrets import SecretFiles, callback_signer
 from bot.settings import Settings
 from bot.store import Store
 from handlers.botapi import make_bot
+from jobs.broker import make_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +35,16 @@ class Resources:
     outbox: Outbox
     runs: Runs
     bot: Bot
+    platform: Platform
+
+    async def say(self, chat_id: int, text: str, *, key: str | None = None) -> None:
+        """Queue a message and ask for its delivery; if the broker is down, the sweep sends it."""
+        outbox_id, new = await self.outbox.put(chat_id, text, idempotency_key=key)
+        if new:
+            try:
+                await self.platform.interactions.enqueue("deliver", outbox_id)
+            except BrokerError:
+                logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
 
 
 _settings: Settings | None = None
@@ -74,5 +89,6 @@ async def _create(settings: Settings) -> Resources:
         # server that hosts the emulator). The store must still serve heartbeats and runs; the
         # Bot's connections are ready, and a send that fails is retried like any network error.
         logger.warning("the Bot API is unreachable for now: %s", exc.message)
-    outbox = Outbox(store, file_over_chars=settings.outbox_file_over_chars)
-    return Resources(settings, store, outbox, Runs(store), bot)
+    signer = callback_signer(SecretFiles(settings.data_dir))
+    platform = Platform.build(settings, store, signer, make_enqueue(dramatiq.get_broker()))
+    return Resources(settings, store, platform.outbox, Runs(store), bot, platform)

@@ -1,5 +1,5 @@
-"""The core imports no adapter: nothing in ``bot/`` may import telegram, aiohttp, dramatiq or
-mcp, the way no module of PTB's ``telegram/`` imports ``telegram.ext``."""
+"""The core imports no adapter: nothing in ``bot/`` or ``policies/`` may import telegram,
+aiohttp, dramatiq or mcp, the way no module of PTB's ``telegram/`` imports ``telegram.ext``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CORE_PACKAGES = ("bot", "policies")
 ADAPTER_PACKAGES = (
     "telegram",
     "aiohttp",
@@ -34,7 +35,10 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_core_modules_import_no_adapter():
     offenders = []
-    for path in sorted((ROOT / "bot").rglob("*.py")):
+    core_files = sorted(
+        path for package in CORE_PACKAGES for path in (ROOT / package).rglob("*.py")
+    )
+    for path in core_files:
         for name in imported_modules(path):
             if name.split(".")[0] in ADAPTER_PACKAGES:
                 offenders.append(f"{path.relative_to(ROOT)} imports {name}")
@@ -44,7 +48,8 @@ def test_core_modules_import_no_adapter():
 def test_importing_the_whole_core_loads_no_adapter():
     modules = sorted(
         ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        for path in (ROOT / "bot").glob("*.py")
+        for package in CORE_PACKAGES
+        for path in (ROOT / package).glob("*.py")
     )
     code = (
         "import importlib, sys\n"

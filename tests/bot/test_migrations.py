@@ -12,7 +12,8 @@ from bot import migrate
 from bot.store import Store
 from bot.tables import metadata
 
-HEAD = "0001"
+REVISIONS = ["0001", "0002"]
+HEAD = REVISIONS[-1]
 
 
 async def schema_differences(store: Store) -> list:
@@ -38,11 +39,13 @@ async def current_heads(store: Store) -> tuple[str, ...]:
         )
 
 
-async def test_an_empty_database_gets_0001_and_a_second_upgrade_applies_nothing(database_url):
+async def test_an_empty_database_gets_every_revision_and_a_second_upgrade_applies_nothing(
+    database_url,
+):
     store = Store(database_url)
     try:
-        assert await migrate.pending_revisions(store) == [HEAD]
-        assert await migrate.upgrade(store) == [HEAD]
+        assert await migrate.pending_revisions(store) == REVISIONS
+        assert await migrate.upgrade(store) == REVISIONS
         assert await current_heads(store) == (HEAD,)
         assert await migrate.pending_revisions(store) == []
         assert await migrate.upgrade(store) == []
@@ -55,7 +58,7 @@ async def test_three_processes_upgrading_at_once_all_succeed_and_one_does_the_wo
     stores = [Store(database_url) for _ in range(3)]
     try:
         applied = await asyncio.gather(*(migrate.upgrade(store) for store in stores))
-        assert sorted(applied) == [[], [], [HEAD]]
+        assert sorted(applied) == [[], [], REVISIONS]
         assert await current_heads(stores[0]) == (HEAD,)
         assert await table_names(stores[0]) == set(metadata.tables) | {"alembic_version"}
         assert await schema_differences(stores[0]) == []

@@ -1,0 +1,676 @@
+"""Interactions: every human handoff (approval, choice, acknowledgement, question) as one row,
+delivered as a card, resolved by one compare-and-set, continued by enqueueing an actor.
+
+Nothing waits on a person. Whoever asks creates the row and finishes; a tap, a code or a reply
+resolves it (``UPDATE … WHERE status IN open``: of twenty taps one wins, nineteen get an honest
+answer), and the continuation named on the row is enqueued with the outcome. A timeout is never
+a yes: an ``archive`` card expires and its asker reads a soft decline; a ``hold`` card waits.
+
+An approval that needs a code is resolved in two steps: Approve marks the row as owing a code
+from whoever tapped, and only a valid, unused code from that same owner grants the call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bot import cards
+from bot.approvals import Approvals
+from bot.audit import Audit, AuditEvent
+from bot.callbacks import CallbackSigner
+from bot.codes import CodeVerifier
+from bot.errors import BrokerError
+from bot.outbox import TELEGRAM_TEXT_LIMIT, Outbox
+from bot.store import Store
+from bot.tables import agent_notes, interaction_cards, interactions
+from bot.tables import outbox as outbox_table
+from bot.timeutil import now
+
+logger = logging.getLogger(__name__)
+Enqueue = Callable[..., Awaitable[None]]
+CARDS_SCANNED_FOR_REPLIES = 500
+
+
+class Kind(enum.StrEnum):
+    APPROVAL = "approval"
+    CHOICE = "choice"
+    ACKNOWLEDGEMENT = "acknowledgement"
+    QUESTION = "question"
+
+
+class Status(enum.StrEnum):
+    PENDING = "pending"
+    AWAITING_CODE = "awaiting_code"
+    RESOLVED = "resolved"
+    EXPIRED = "expired"
+
+
+OPEN = (Status.PENDING, Status.AWAITING_CODE)
+
+
+class TimeoutPolicy(enum.StrEnum):
+    ARCHIVE = "archive"  # at the deadline it expires; the asker reads a soft decline
+    HOLD = "hold"  # it waits for as long as it takes
+
+
+class Outcome(enum.StrEnum):
+    APPROVED = "approved"
+    DENIED = "denied"
+    CHOSEN = "chosen"
+    ACKNOWLEDGED = "acknowledged"
+    ANSWERED = "answered"
+    SKIPPED = "skipped"
+    EXPIRED = "expired"
+
+
+# The choice part of a card's callback data, per kind; a choice card uses option indexes.
+TAP_OUTCOMES = {
+    Kind.APPROVAL: {"approve": Outcome.APPROVED, "deny": Outcome.DENIED},
+    Kind.ACKNOWLEDGEMENT: {"ack": Outcome.ACKNOWLEDGED},
+    Kind.QUESTION: {"skip": Outcome.SKIPPED},
+}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What to ask: the row to create."""
+
+    kind: Kind
+    agent: str
+    chat_id: int
+    prompt: str
+    options: tuple[str, ...] = ()
+    tool: str | None = None
+    args: Any = None
+    args_hash: str | None = None
+    step_up: bool = False
+    timeout: timedelta | None = timedelta(hours=1)
+    timeout_policy: TimeoutPolicy = TimeoutPolicy.ARCHIVE
+    continuation_actor: str | None = None
+    continuation_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Interaction:
+    id: int
+    kind: Kind
+    agent: str
+    chat_id: int
+    prompt: str
+    options: tuple[str, ...]
+    tool: str | None
+    args: Any
+    args_hash: str | None
+    step_up: bool
+    status: Status
+    outcome: str | None
+    answer: str | None
+    timeout_policy: TimeoutPolicy
+    expires_at: datetime | None
+    created_at: datetime
+    code_from: int | None
+    resolved_at: datetime | None
+    resolved_by: int | None
+    resolved_by_name: str | None
+    continuation_actor: str | None
+    continuation_kwargs: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Any) -> Interaction:
+        values = {name.name: getattr(row, name.name) for name in dataclasses.fields(cls)}
+        values.update(
+            kind=Kind(row.kind),
+            status=Status(row.status),
+            timeout_policy=TimeoutPolicy(row.timeout_policy),
+            options=tuple(row.options),
+        )
+        return cls(**values)
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN
+
+    def is_due(self, moment: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= moment
+
+    def outcome_of(self, choice: str) -> tuple[str, str | None] | None:
+        """The outcome (and, for a choice, the option) a tap on ``choice`` means."""
+        if self.kind is Kind.CHOICE:
+            if choice.isdigit() and int(choice) < len(self.options):
+                return Outcome.CHOSEN, self.options[int(choice)]
+            return None
+        outcome = TAP_OUTCOMES[self.kind].get(choice)
+        return (outcome, None) if outcome else None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a tap, a code or a reply did, with the sentence to show for it."""
+
+    text: str
+    interaction: Interaction | None = None
+    changed: bool = False
+
+
+@dataclass
+class Effects:
+    """What to announce once the transaction has committed."""
+
+    outbox_ids: list[int] = field(default_factory=list)
+    continuation: Interaction | None = None
+
+
+class Interactions:
+    def __init__(
+        self, store: Store, outbox: Outbox, signer: CallbackSigner, enqueue: Enqueue
+    ) -> None:
+        self.store = store
+        self.outbox = outbox
+        self.signer = signer
+        self.enqueue = enqueue
+
+    # Asking
+
+    async def create(self, ask: Ask) -> Interaction:
+        effects = Effects()
+        async with self.store.write() as conn:
+            interaction = await self.create_in(conn, ask, effects)
+        await self.announce(effects)
+        return interaction
+
+    async def create_in(self, conn: AsyncConnection, ask: Ask, effects: Effects) -> Interaction:
+        """Create the row and its card inside the caller's transaction; ``announce(effects)``
+        after it commits."""
+        moment = now()
+        if ask.kind is Kind.CHOICE and not ask.options:
+            raise ValueError("a choice needs options")
+        if ask.timeout_policy is TimeoutPolicy.ARCHIVE and ask.timeout is None:
+            raise ValueError("an archive card needs a timeout")
+        values = {
+            "kind": ask.kind,
+            "agent": ask.agent,
+            "chat_id": ask.chat_id,
+            "prompt": ask.prompt,
+            "options": list(ask.options),
+            "tool": ask.tool,
+            "args": ask.args,
+            "args_hash": ask.args_hash,
+            "step_up": ask.step_up,
+            "status": Status.PENDING,
+            "timeout_policy": ask.timeout_policy,
+            "expires_at": moment + ask.timeout
+            if ask.timeout_policy is TimeoutPolicy.ARCHIVE
+            else None,
+            "created_at": moment,
+            "continuation_actor": ask.continuation_actor,
+            "continuation_kwargs": dict(ask.continuation_kwargs),
+        }
+        row = (
+            await conn.execute(insert(interactions).values(**values).returning(*interactions.c))
+        ).one()
+        interaction = Interaction.from_row(row)
+        effects.outbox_ids.append(await self._put_card(conn, interaction, ask.chat_id))
+        return interaction
+
+    async def resend(self, interaction: Interaction, chat_id: int) -> None:
+        """Send the card again, with live buttons (``/pending``)."""
+        effects = Effects()
+        async with self.store.write() as conn:
+            effects.outbox_ids.append(await self._put_card(conn, interaction, chat_id))
+        await self.announce(effects)
+
+    async def _put_card(self, conn: AsyncConnection, interaction: Interaction, chat_id: int) -> int:
+        text = cards.card_text(interaction)
+        markup = cards.card_markup(interaction, self.signer)
+        if len(text) <= TELEGRAM_TEXT_LIMIT:
+            outbox_id = await self.outbox.add(conn, chat_id, text, reply_markup=markup)
+        else:  # approving what you cannot see is not approval: the whole card goes as a file
+            caption = cards.card_caption(interaction)
+            outbox_id = await self.outbox.add(
+                conn, chat_id, text, reply_markup=markup, caption=caption
+            )
+        await conn.execute(
+            insert(interaction_cards).values(
+                outbox_id=outbox_id, interaction_id=interaction.id, chat_id=chat_id
+            )
+        )
+        return outbox_id
+
+    # Answering
+
+    async def tap(
+        self, interaction_id: int, choice: str, user_id: int, user_name: str, *, codes_ready: bool
+    ) -> Reply:
+        """An owner tapped a button of the card. ``codes_ready`` says whether a TOTP secret
+        exists; without one a step-up approval cannot be granted, so it is not started."""
+        effects = Effects()
+        async with self.store.write() as conn:
+            reply = await self._tap(
+                conn, interaction_id, choice, user_id, user_name, codes_ready, effects
+            )
+        await self.announce(effects)
+        return reply
+
+    async def _tap(self, conn, interaction_id, choice, user_id, user_name, codes_ready, effects):
+        moment = now()
+        interaction = await self._get(conn, interaction_id)
+        if interaction is None:
+            await Audit.add(
+                conn, AuditEvent.TAP_REFUSED, f"no card #{interaction_id}", user_id=user_id
+            )
+            return Reply("That card no longer exists; nothing was done.")
+        if not interaction.is_open:
+            return Reply(cards.settled_answer(interaction), interaction)
+        if interaction.is_due(moment):
+            expired = await self._expire(conn, interaction, moment, effects)
+            return Reply(cards.settled_answer(expired), expired, changed=True)
+        meaning = interaction.outcome_of(choice)
+        if meaning is None:
+            await Audit.add(
+                conn,
+                AuditEvent.TAP_REFUSED,
+                f"no answer {choice!r} on card #{interaction.id}",
+                interaction_id=interaction.id,
+                user_id=user_id,
+            )
+            return Reply("That is not one of this card's answers; nothing was done.", interaction)
+        outcome, option = meaning
+        if outcome is Outcome.APPROVED and interaction.step_up:
+            return await self._ask_for_code(conn, interaction, user_id, codes_ready, effects)
+        resolved = await self._resolve(
+            conn, interaction, outcome, user_id, user_name, moment, effects, answer=option
+        )
+        if resolved is None:  # lost the race: say what the winner did
+            current = await self._get(conn, interaction.id)
+            return Reply(cards.settled_answer(current), current)
+        return Reply(cards.tap_receipt(resolved), resolved, changed=True)
+
+    async def _ask_for_code(self, conn, interaction, user_id, codes_ready, effects) -> Reply:
+        if not codes_ready:
+            return Reply(
+                "This action needs a TOTP code and none is set up: run `aegis totp init` on "
+                "the server. Nothing was done.",
+                interaction,
+            )
+        await conn.execute(
+            update(interactions)
+            .where(interactions.c.id == interaction.id, interactions.c.status.in_(OPEN))
+            .values(status=Status.AWAITING_CODE, code_from=user_id)
+        )
+        await Audit.add(
+            conn,
+            AuditEvent.CODE_ASKED,
+            f"card #{interaction.id} owes a code",
+            agent=interaction.agent,
+            tool=interaction.tool,
+            interaction_id=interaction.id,
+            user_id=user_id,
+        )
+        text = (
+            f"Card #{interaction.id} cannot be undone. To approve it, send the current 6-digit "
+            "code from your authenticator app. Nothing happens until a valid code arrives."
+        )
+        effects.outbox_ids.append(await self.outbox.add(conn, interaction.chat_id, text))
+        return Reply("Now send your 6-digit code to approve.", interaction, changed=True)
+
+    async def submit_code(
+        self, user_id: int, user_name: str, code: str, verifier: CodeVerifier
+    ) -> Reply | None:
+        """A code from an owner who tapped Approve on a step-up card; None when no card owes
+        a code from this account (the message is then an ordinary one). Raises PairingLocked
+        after too many wrong codes."""
+        effects = Effects()
+        async with self.store.write() as conn:
+            query = (
+                select(interactions)
+                .where(
+                    interactions.c.status == Status.AWAITING_CODE,
+                    interactions.c.code_from == user_id,
+                )
+                .order_by(interactions.c.id.desc())
+                .limit(1)
+            )
+            row = (await conn.execute(query)).first()
+            if row is None:
+                return None
+            interaction = Interaction.from_row(row)
+            moment = now()
+            if interaction.is_due(moment):
+                expired = await self._expire(conn, interaction, moment, effects)
+                reply = Reply(cards.settled_answer(expired), expired, changed=True)
+            else:
+                reply = await self._grant_with_code(
+                    conn, interaction, user_id, user_name, code, verifier, effects
+                )
+        await self.announce(effects)
+        return reply
+
+    async def _grant_with_code(
+        self, conn, interaction, user_id, user_name, code, verifier, effects
+    ):
+        refusal = await verifier.check(conn, user_id, code, purpose="step-up")
+        if refusal is not None:
+            await Audit.add(
+                conn,
+                AuditEvent.CODE_REFUSED,
+                f"card #{interaction.id}: {refusal}",
+                agent=interaction.agent,
+                tool=interaction.tool,
+                interaction_id=interaction.id,
+                user_id=user_id,
+            )
+            return Reply(f"{refusal} Card #{interaction.id} is still waiting.", interaction)
+        resolved = await self._resolve(
+            conn, interaction, Outcome.APPROVED, user_id, user_name, now(), effects
+        )
+        if resolved is None:
+            current = await self._get(conn, interaction.id)
+            return Reply(cards.settled_answer(current), current)
+        return Reply(cards.tap_receipt(resolved), resolved, changed=True)
+
+    async def reply(
+        self, chat_id: int, replied_to: int, user_id: int, user_name: str, text: str
+    ) -> Reply | None:
+        """A text reply to one of our messages: the answer to an open question card, else a
+        note kept for the agent that asked. None when the message replied to is no card."""
+        effects = Effects()
+        async with self.store.write() as conn:
+            interaction = await self._card_of_message(conn, chat_id, replied_to)
+            if interaction is None:
+                return None
+            moment = now()
+            if (
+                interaction.kind is Kind.QUESTION
+                and interaction.is_open
+                and not interaction.is_due(moment)
+            ):
+                resolved = await self._resolve(
+                    conn,
+                    interaction,
+                    Outcome.ANSWERED,
+                    user_id,
+                    user_name,
+                    moment,
+                    effects,
+                    answer=text,
+                )
+                if resolved is not None:
+                    result = Reply(f"Answer passed to {interaction.agent}.", resolved, changed=True)
+            else:
+                resolved = None
+            if resolved is None:
+                await conn.execute(
+                    insert(agent_notes).values(
+                        agent=interaction.agent,
+                        interaction_id=interaction.id,
+                        user_id=user_id,
+                        text=text,
+                        created_at=moment,
+                    )
+                )
+                await Audit.add(
+                    conn,
+                    AuditEvent.NOTE,
+                    f"note on card #{interaction.id}",
+                    agent=interaction.agent,
+                    interaction_id=interaction.id,
+                    user_id=user_id,
+                )
+                result = Reply(
+                    f"Noted for {interaction.agent}: its later runs will see this.",
+                    interaction,
+                    True,
+                )
+        await self.announce(effects)
+        return result
+
+    async def _card_of_message(self, conn, chat_id: int, message_id: int) -> Interaction | None:
+        # The Telegram ids a card was sent as live on its outbox row; the recent cards of the
+        # chat are few enough to look through.
+        query = (
+            select(interaction_cards.c.interaction_id, outbox_table.c.telegram_message_ids)
+            .join(outbox_table, outbox_table.c.id == interaction_cards.c.outbox_id)
+            .where(interaction_cards.c.chat_id == chat_id)
+            .order_by(interaction_cards.c.outbox_id.desc())
+            .limit(CARDS_SCANNED_FOR_REPLIES)
+        )
+        for interaction_id, sent_as in (await conn.execute(query)).all():
+            if message_id in (sent_as or []):
+                return await self._get(conn, interaction_id)
+        return None
+
+    # Resolving and expiring
+
+    async def _resolve(
+        self, conn, interaction, outcome, user_id, user_name, moment, effects, *, answer=None
+    ) -> Interaction | None:
+        """The one winner: returns the resolved interaction, or None if it was not open."""
+        changed = await conn.execute(
+            update(interactions)
+            .where(
+                interactions.c.id == interaction.id,
+                interactions.c.status.in_(OPEN),
+                or_(interactions.c.expires_at.is_(None), interactions.c.expires_at > moment),
+            )
+            .values(
+                status=Status.RESOLVED,
+                outcome=outcome,
+                answer=answer,
+                resolved_at=moment,
+                resolved_by=user_id,
+                resolved_by_name=user_name[:200],
+            )
+        )
+        if changed.rowcount != 1:
+            return None
+        resolved = dataclasses.replace(
+            interaction,
+            status=Status.RESOLVED,
+            outcome=outcome,
+            answer=answer,
+            resolved_at=moment,
+            resolved_by=user_id,
+            resolved_by_name=user_name[:200],
+        )
+        await self._record_resolution(conn, resolved, user_id, moment)
+        await self._settle(conn, resolved, effects)
+        return resolved
+
+    async def _record_resolution(self, conn, resolved: Interaction, user_id: int, moment) -> None:
+        fields = {
+            "agent": resolved.agent,
+            "tool": resolved.tool,
+            "args_hash": resolved.args_hash,
+            "interaction_id": resolved.id,
+            "user_id": user_id,
+        }
+        if resolved.kind is not Kind.APPROVAL:
+            await Audit.add(
+                conn, AuditEvent.RESOLVED, f"card #{resolved.id}: {resolved.outcome}", **fields
+            )
+        elif resolved.outcome == Outcome.APPROVED:
+            until = await Approvals.grant(
+                conn,
+                interaction_id=resolved.id,
+                agent=resolved.agent,
+                tool=resolved.tool,
+                args_hash=resolved.args_hash,
+                granted_by=user_id,
+                moment=moment,
+            )
+            detail = f"card #{resolved.id}: one call, until {until.isoformat(timespec='seconds')}"
+            await Audit.add(conn, AuditEvent.GRANTED, detail, **fields)
+        else:
+            await Audit.add(conn, AuditEvent.DECLINED, f"card #{resolved.id}: denied", **fields)
+
+    async def expire(self, interaction_id: int) -> Interaction | None:
+        """Expire the interaction if it is open and due; returns it expired, else None."""
+        effects = Effects()
+        async with self.store.write() as conn:
+            interaction = await self._get(conn, interaction_id)
+            moment = now()
+            if interaction is None or not interaction.is_open or not interaction.is_due(moment):
+                return None
+            expired = await self._expire(conn, interaction, moment, effects)
+        await self.announce(effects)
+        return expired
+
+    async def _expire(self, conn, interaction, moment, effects) -> Interaction | None:
+        changed = await conn.execute(
+            update(interactions)
+            .where(
+                interactions.c.id == interaction.id,
+                interactions.c.status.in_(OPEN),
+                interactions.c.expires_at <= moment,
+            )
+            .values(
+                status=Status.EXPIRED, outcome=Outcome.EXPIRED, resolved_at=interaction.expires_at
+            )
+        )
+        if changed.rowcount != 1:
+            return await self._get(conn, interaction.id)
+        expired = dataclasses.replace(
+            interaction,
+            status=Status.EXPIRED,
+            outcome=Outcome.EXPIRED,
+            resolved_at=interaction.expires_at,
+        )
+        await Audit.add(
+            conn,
+            AuditEvent.EXPIRED,
+            f"card #{expired.id} expired unanswered: nothing was done",
+            agent=expired.agent,
+            tool=expired.tool,
+            args_hash=expired.args_hash,
+            interaction_id=expired.id,
+        )
+        await self._settle(conn, expired, effects)
+        return expired
+
+    async def _settle(self, conn, settled: Interaction, effects: Effects) -> None:
+        """Edit every message that carried the card, and line up the continuation."""
+        query = select(interaction_cards.c.outbox_id, interaction_cards.c.chat_id).where(
+            interaction_cards.c.interaction_id == settled.id
+        )
+        text = cards.settled_text(settled)
+        for outbox_id, chat_id in (await conn.execute(query)).all():
+            effects.outbox_ids.append(await self.outbox.add(conn, chat_id, text, edit_of=outbox_id))
+        if settled.continuation_actor:
+            effects.continuation = settled
+
+    async def announce(self, effects: Effects) -> None:
+        """After the commit: deliver what was queued and send the continuation. If the broker
+        is down, the outbox sweep and the interactions sweep send them later."""
+        try:
+            for outbox_id in effects.outbox_ids:
+                await self.enqueue("deliver", outbox_id)
+            if effects.continuation is not None:
+                await self.send_continuation(effects.continuation)
+        except BrokerError as exc:
+            logger.warning("broker down, the sweeps will catch up: %s", exc)
+
+    async def send_continuation(self, settled: Interaction) -> None:
+        kwargs = {**settled.continuation_kwargs, "interaction_id": settled.id}
+        await self.enqueue(settled.continuation_actor, **kwargs)
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(interactions)
+                .where(interactions.c.id == settled.id)
+                .values(continuation_sent_at=now())
+            )
+
+    async def claim_continuation(self, interaction_id: int) -> Interaction | None:
+        """The continuation actor's first step: exactly one delivery of it goes on (Dramatiq
+        delivers at least once, and a sweep may send it again)."""
+        async with self.store.write() as conn:
+            claimed = await conn.execute(
+                update(interactions)
+                .where(
+                    interactions.c.id == interaction_id,
+                    interactions.c.status.notin_(OPEN),
+                    interactions.c.continued_at.is_(None),
+                )
+                .values(continued_at=now())
+            )
+            if claimed.rowcount != 1:
+                return None
+            return await self._get(conn, interaction_id)
+
+    # Reading
+
+    async def get(self, interaction_id: int) -> Interaction | None:
+        async with self.store.read() as conn:
+            return await self._get(conn, interaction_id)
+
+    async def open_interactions(self, limit: int = 20) -> tuple[list[Interaction], int]:
+        """The oldest open interactions, and how many are open in all."""
+        query = select(interactions).where(interactions.c.status.in_(OPEN))
+        async with self.store.read() as conn:
+            rows = (await conn.execute(query.order_by(interactions.c.id).limit(limit))).all()
+            total = len((await conn.execute(query.with_only_columns(interactions.c.id))).all())
+        return [Interaction.from_row(row) for row in rows], total
+
+    @staticmethod
+    async def open_for_hash(conn: AsyncConnection, args_hash: str) -> Interaction | None:
+        query = (
+            select(interactions)
+            .where(interactions.c.args_hash == args_hash, interactions.c.status.in_(OPEN))
+            .order_by(interactions.c.id)
+            .limit(1)
+        )
+        row = (await conn.execute(query)).first()
+        return Interaction.from_row(row) if row else None
+
+    async def due_for_expiry(self, limit: int = 100) -> list[int]:
+        query = (
+            select(interactions.c.id)
+            .where(interactions.c.status.in_(OPEN), interactions.c.expires_at <= now())
+            .order_by(interactions.c.id)
+            .limit(limit)
+        )
+        async with self.store.read() as conn:
+            return list((await conn.execute(query)).scalars())
+
+    async def unsent_continuations(
+        self, *, older_than: timedelta, limit: int = 100
+    ) -> list[Interaction]:
+        query = (
+            select(interactions)
+            .where(
+                interactions.c.status.notin_(OPEN),
+                interactions.c.continuation_actor.is_not(None),
+                interactions.c.continuation_sent_at.is_(None),
+                interactions.c.resolved_at < now() - older_than,
+            )
+            .order_by(interactions.c.id)
+            .limit(limit)
+        )
+        async with self.store.read() as conn:
+            return [Interaction.from_row(row) for row in (await conn.execute(query)).all()]
+
+    async def notes_for(self, agent: str, limit: int = 20) -> list[str]:
+        """What the owner told this agent by replying to its cards, oldest first."""
+        query = (
+            select(agent_notes.c.text)
+            .where(agent_notes.c.agent == agent)
+            .order_by(agent_notes.c.id.desc())
+            .limit(limit)
+        )
+        async with self.store.read() as conn:
+            return list(reversed((await conn.execute(query)).scalars().all()))
+
+    @staticmethod
+    async def _get(conn: AsyncConnection, interaction_id: int) -> Interaction | None:
+        row = (
+            await conn.execute(select(interactions).where(interactions.c.id == interaction_id))
+        ).first()
+        return Interaction.from_row(row) if row else None

@@ -1,0 +1,40 @@
+"""The core services every process builds the same way: the outbox, the interactions, the gate
+and the call path, over one store. The web process and the workers each build one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot import demo
+from bot.actions import Actions
+from bot.approvals import Approvals
+from bot.audit import Audit
+from bot.callbacks import CallbackSigner
+from bot.config_file import load_catalog
+from bot.interactions import Enqueue, Interactions
+from bot.outbox import Outbox
+from bot.settings import Settings
+from bot.store import Store
+from policies.tools import Catalog
+
+
+@dataclass
+class Platform:
+    outbox: Outbox
+    audit: Audit
+    approvals: Approvals
+    interactions: Interactions
+    catalog: Catalog
+    actions: Actions
+
+    @classmethod
+    def build(
+        cls, settings: Settings, store: Store, signer: CallbackSigner, enqueue: Enqueue
+    ) -> Platform:
+        outbox = Outbox(store, file_over_chars=settings.outbox_file_over_chars)
+        approvals = Approvals(store)
+        interactions = Interactions(store, outbox, signer, enqueue)
+        catalog = load_catalog(settings.config_file)
+        toolbox = demo.toolbox(settings.data_dir)
+        actions = Actions(catalog, toolbox, interactions, approvals)
+        return cls(outbox, Audit(store), approvals, interactions, catalog, actions)

@@ -1,0 +1,107 @@
+"""Cards in chat: taps on them, codes and replies for them, ``/pending``, ``/audit`` and
+``/demo``. Thin: each parses the update and calls bot/interactions.py, which decides."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from bot.audit import AuditEntry
+from bot.callbacks import CallbackData
+from bot.errors import PairingLocked
+from bot.timeutil import short_time
+from handlers.services import services
+
+logger = logging.getLogger(__name__)
+CODE = re.compile(r"^\s*\d{6}\s*$")
+PENDING_AT_ONCE = 10
+AUDIT_LINES = 20
+
+
+async def on_card_tap(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, data: CallbackData
+) -> None:
+    query = update.callback_query
+    svc = services(context)
+    user = query.from_user
+    if not data.id.isdigit():
+        await query.answer("That card does not exist; nothing was done.", show_alert=True)
+        return
+    reply = await svc.platform.interactions.tap(
+        int(data.id),
+        data.choice,
+        user.id,
+        user.full_name,
+        codes_ready=svc.totp_secret() is not None,
+    )
+    # A tap that changed nothing gets its answer as an alert, so it cannot be missed.
+    await query.answer(reply.text, show_alert=not reply.changed)
+
+
+async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
+    """A message that is a step-up code or a reply to a card; True when it was one."""
+    message = update.message
+    svc = services(context)
+    user = update.effective_user
+    text = message.text or message.caption or ""
+    reply = None
+    if message.reply_to_message is not None and text:
+        reply = await svc.platform.interactions.reply(
+            message.chat_id, message.reply_to_message.message_id, user.id, user.full_name, text
+        )
+    verifier = svc.verifier()
+    if reply is None and verifier is not None and CODE.match(text):
+        try:
+            reply = await svc.platform.interactions.submit_code(
+                user.id, user.full_name, text.strip(), verifier
+            )
+        except PairingLocked as exc:
+            await _reply(update, context, str(exc))
+            return True
+    if reply is None:
+        return False
+    await _reply(update, context, reply.text)
+    return True
+
+
+async def pending(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    waiting, total = await svc.platform.interactions.open_interactions(PENDING_AT_ONCE)
+    if not waiting:
+        await _reply(update, context, "Nothing is waiting for you.")
+        return
+    more = f" Here are the oldest {len(waiting)}." if total > len(waiting) else ""
+    await _reply(update, context, f"{total} card(s) waiting for you.{more}")
+    for interaction in waiting:
+        await svc.platform.interactions.resend(interaction, update.effective_chat.id)
+
+
+async def audit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    entries = await services(context).platform.audit.latest(AUDIT_LINES)
+    if not entries:
+        await _reply(update, context, "The audit trail is empty so far.")
+        return
+    lines = [render_audit(entry) for entry in reversed(entries)]
+    await _reply(update, context, "Latest decisions, oldest first:\n\n" + "\n".join(lines))
+
+
+def render_audit(entry: AuditEntry) -> str:
+    who = f" {entry.agent}" if entry.agent else ""
+    tool = f" {entry.tool}" if entry.tool else ""
+    by = f" (by {entry.user_id})" if entry.user_id else ""
+    return f"{short_time(entry.at)} {entry.event.value}{who}{tool}{by}: {entry.detail}"
+
+
+async def demo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    await svc.enqueue("demo_step", update.effective_chat.id, str(update.update_id))
+
+
+async def _reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str) -> None:
+    message = update.effective_message
+    await services(context).say(
+        message.chat_id, text, key=f"reply:{update.update_id}", reply_to=message.message_id
+    )

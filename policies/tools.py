@@ -1,0 +1,100 @@
+"""Tools and agents as data: what each tool does to the world, and who may ask for it.
+
+A tool's effect is what the gate reads: ``read`` runs unattended, ``write`` waits for a tap,
+``irreversible`` waits for a tap and a TOTP code. A tool's arguments are checked against its
+JSON schema before anything else looks at them. The built-ins are declared here; ``aegis.yaml``
+adds the user's own (see bot/config_file.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from bot.errors import PolicyConfigError
+
+
+class Effect(enum.StrEnum):
+    READ = "read"
+    WRITE = "write"
+    IRREVERSIBLE = "irreversible"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    effect: Effect
+    schema: Mapping[str, Any]
+    description: str = ""
+    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            Draft202012Validator.check_schema(self.schema)
+        except SchemaError as exc:
+            raise PolicyConfigError(
+                f"tool {self.name}: bad argument schema: {exc.message}"
+            ) from exc
+        object.__setattr__(self, "validator", Draft202012Validator(self.schema))
+
+    def argument_error(self, args: Any) -> str | None:
+        """The first way ``args`` breaks the schema, as a sentence; None when it fits."""
+        error = next(iter(self.validator.iter_errors(args)), None)
+        if error is None:
+            return None
+        where = "/".join(str(part) for part in error.absolute_path) or "the arguments"
+        return f"{where}: {error.message}"
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """An agent as the gate sees it: its slug, the tools it is granted, and whether it acts
+    for a federated peer (everything a peer asks for needs a TOTP code)."""
+
+    slug: str
+    tools: frozenset[str]
+    name: str = ""
+    peer: bool = False
+
+
+def object_schema(properties: Mapping[str, Any] | None = None, *required: str) -> dict:
+    """The usual argument schema: an object with these properties and nothing else."""
+    return {
+        "type": "object",
+        "properties": dict(properties or {}),
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+class Catalog:
+    """The declared tools and agents; the gate's whole view of the world."""
+
+    def __init__(self, tools: Iterable[ToolSpec] = (), agents: Iterable[AgentSpec] = ()) -> None:
+        self.tools: dict[str, ToolSpec] = {}
+        self.agents: dict[str, AgentSpec] = {}
+        for tool in tools:
+            self.add_tool(tool)
+        for agent in agents:
+            self.add_agent(agent)
+
+    def add_tool(self, tool: ToolSpec) -> None:
+        if tool.name in self.tools:
+            raise PolicyConfigError(f"the tool {tool.name} is declared twice")
+        self.tools[tool.name] = tool
+
+    def add_agent(self, agent: AgentSpec) -> None:
+        if agent.slug in self.agents:
+            raise PolicyConfigError(f"the agent {agent.slug} is declared twice")
+        self.agents[agent.slug] = agent
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return self.tools.get(name)
+
+    def agent(self, slug: str) -> AgentSpec | None:
+        return self.agents.get(slug)
