@@ -11,10 +11,11 @@ import dramatiq
 from aiohttp import web
 
 from aegis.clock import run_clock
-from aegis.runtime import RedisTarget, make_enqueue, open_broker, open_store, resolve_redis
+from aegis.runtime import RedisTarget, open_broker, open_store, resolve_redis
 from aegis.web import create_web_app
 from bot.settings import Settings
 from handlers.botapi import chat_page_url
+from jobs.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)
 WORKER_TIMEOUT_MS = 100  # how long an idle consumer waits between polls of Redis

@@ -13,7 +13,7 @@ from bot import migrate
 from bot.settings import Settings
 from bot.store import Store, wait_for
 from jobs import load_actors
-from jobs.broker import make_enqueue, queue_depths  # noqa: F401  (make_enqueue: re-exported)
+from jobs.broker import queue_depths
 
 # Libraries that would print a URL with the bot token in it, or the emulator key, at INFO.
 QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "telegram.Bot", "telegram.ext", "alembic")

@@ -16,7 +16,7 @@ from dramatiq.brokers.redis import RedisBroker
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 
-from aegis.runtime import make_enqueue, make_queue_depths, open_store
+from aegis.runtime import make_queue_depths, open_store
 from bot.errors import StoreError, TransportError
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.owners import Owners
@@ -31,6 +31,7 @@ from handlers.application import BOT_COMMANDS, build_application
 from handlers.botapi import EMULATOR_PREFIX, bot_token, emulator_key, make_bot
 from handlers.intake import Intake
 from handlers.services import Services
+from jobs.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)
 WEBHOOK_PATH = "/telegram/webhook"

@@ -4,7 +4,6 @@ instead of letting Dramatiq invent a default broker somewhere else."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import dramatiq
@@ -81,16 +80,3 @@ def _rebind_actors(old: RedisBroker, new: RedisBroker) -> None:
         actor = old.get_actor(name)
         actor.broker = new
         new.declare_actor(actor)
-
-
-def make_enqueue(broker: RedisBroker):
-    """An async ``enqueue(actor_name, *args, **kwargs)`` that never blocks the loop on Redis."""
-
-    async def enqueue(actor_name: str, *args, **kwargs) -> None:
-        actor = broker.get_actor(actor_name)
-        try:
-            await asyncio.to_thread(actor.send, *args, **kwargs)
-        except redis.RedisError as exc:
-            raise BrokerError(f"could not enqueue {actor_name}: Redis is unavailable") from exc
-
-    return enqueue

@@ -23,7 +23,7 @@ from bot.secrets import SecretFiles, callback_signer
 from bot.settings import Settings
 from bot.store import Store
 from handlers.botapi import make_bot
-from jobs.broker import make_enqueue
+from jobs.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)
 

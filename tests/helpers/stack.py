@@ -35,6 +35,7 @@ def free_port() -> int:
 def make_settings(data_dir: Path, database_url: str, redis_url: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "data_dir": data_dir,
+        "config_file": data_dir / "aegis.yaml",
         "database_url": database_url,
         "redis_url": redis_url,
         "port": free_port(),
