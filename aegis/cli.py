@@ -98,6 +98,10 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     setup_logging(settings)
     if args.command in ("up", "web"):
         settings.check_bind()
+    if args.command in ("up", "web", "worker"):
+        from bot.config_file import load_catalog
+
+        load_catalog(settings.config_file)  # a bad aegis.yaml stops here, with its place named
     if args.command == "up":
         return processes.run_async_process("up", settings, processes.serve_up)
     if args.command == "web":

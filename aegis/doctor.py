@@ -14,7 +14,8 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot import migrate
-from bot.errors import StoreError
+from bot.config_file import load_catalog
+from bot.errors import PolicyConfigError, StoreError
 from bot.secrets import SecretFiles
 from bot.settings import Settings, is_loopback
 from bot.store import Store
@@ -34,6 +35,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
     if settings.telegram_token is not None:
         findings.append(await _telegram(settings))
     findings.append(_totp(settings))
+    findings.append(_config_file(settings))
     return findings
 
 
@@ -137,5 +139,22 @@ async def _telegram(settings: Settings) -> Finding:
 
 def _totp(settings: Settings) -> Finding:
     if SecretFiles(settings.data_dir).get("totp") is None:
-        return Finding(True, "No TOTP secret yet: run `aegis totp init` to pair other accounts.")
-    return Finding(True, "TOTP secret present: /pair CODE works.")
+        return Finding(
+            True,
+            "No TOTP secret yet: run `aegis totp init` to pair other accounts and to approve "
+            "irreversible actions (until then they cannot be approved).",
+        )
+    return Finding(True, "TOTP secret present: /pair CODE and step-up approvals work.")
+
+
+def _config_file(settings: Settings) -> Finding:
+    path = settings.config_file
+    try:
+        catalog = load_catalog(path)
+    except PolicyConfigError as exc:
+        return Finding(False, f"{exc}. Fix the file or point AEGIS_CONFIG_FILE elsewhere.")
+    if not path.exists():
+        return Finding(True, f"No {path}: only the built-in tools and the demo agent.")
+    return Finding(
+        True, f"{path}: {len(catalog.tools)} tools and {len(catalog.agents)} agents declared."
+    )

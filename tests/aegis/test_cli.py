@@ -84,6 +84,16 @@ def test_doctor_names_each_problem_with_the_setting_to_change(tmp_path):
     assert "123:abc" not in out + result.stderr
 
 
+def test_a_bad_aegis_yaml_is_named_by_doctor_and_stops_up(tmp_path):
+    (tmp_path / "aegis.yaml").write_text("tools:\n  deploy.site:\n    effect: sometimes\n")
+    doctor = run(["doctor"], tmp_path)
+    assert doctor.returncode == 1
+    assert "tools.deploy.site.effect: must be one of read, write, irreversible" in doctor.stdout
+    up = run(["up"], tmp_path)
+    assert up.returncode == 2
+    assert "tools.deploy.site.effect" in up.stderr and "Traceback" not in up.stderr
+
+
 def test_totp_init_prints_uri_and_qr_and_refuses_to_overwrite(tmp_path):
     first = run(["totp", "init"], tmp_path)
     assert first.returncode == 0
