@@ -33,6 +33,24 @@ async def healthy(url: str) -> bool:
         return (await response.json())["ok"]
 
 
+async def approve_the_demo_write(client: EmulatorClient) -> None:
+    """The README's tour: /demo's write waits for a tap, then runs."""
+    chat = DEFAULT_USER["id"]
+    sent = await client.send_message("/demo")
+    after = sent["message"]["message_id"]
+
+    async def bot_message_with(fragment: str):
+        for message in await client.messages(chat, after):
+            if message["from_bot"] and fragment in (message.get("text") or ""):
+                return message
+        return None
+
+    card = await eventually(lambda: bot_message_with("Approval needed"), timeout=15)
+    [[approve, _deny]] = card["reply_markup"]["inline_keyboard"]
+    await client.tap(chat, card["message_id"], approve["callback_data"])
+    await eventually(lambda: bot_message_with("ran: wrote"), timeout=15)
+
+
 async def test_up_runs_everything_answers_ping_and_stops_cleanly(tmp_path):
     port = free_port()
     log = tmp_path / "up.log"
@@ -57,6 +75,7 @@ async def test_up_runs_everything_answers_ping_and_stops_cleanly(tmp_path):
             DEFAULT_USER["id"], 1, after=sent["message"]["message_id"], timeout=15
         )
         assert pong["text"].startswith("pong from worker")
+        await approve_the_demo_write(client)
         async with aiohttp.ClientSession() as session:
             async with session.get(f"http://127.0.0.1:{port}/emulator/chat") as page:
                 assert page.status == 200 and "<html" in (await page.text()).lower()
