@@ -14,7 +14,7 @@ from bot.callbacks import CallbackSigner
 from bot.timeutil import short_time
 
 if TYPE_CHECKING:
-    from bot.interactions import Interaction
+    from bot.interaction import Interaction
 
 CALLBACK_KIND = "ix"
 CAPTION_LIMIT = 1024

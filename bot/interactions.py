@@ -13,12 +13,9 @@ from whoever tapped, and only a valid, unused code from that same owner grants t
 from __future__ import annotations
 
 import dataclasses
-import enum
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 from sqlalchemy import insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -29,6 +26,18 @@ from bot.audit import Audit, AuditEvent
 from bot.callbacks import CallbackSigner
 from bot.codes import CodeVerifier
 from bot.errors import BrokerError
+from bot.interaction import (  # noqa: F401  (the service's vocabulary, importable from here)
+    OPEN,
+    TAP_OUTCOMES,
+    Ask,
+    Effects,
+    Interaction,
+    Kind,
+    Outcome,
+    Reply,
+    Status,
+    TimeoutPolicy,
+)
 from bot.outbox import TELEGRAM_TEXT_LIMIT, Outbox
 from bot.store import Store
 from bot.tables import agent_notes, interaction_cards, interactions
@@ -38,135 +47,6 @@ from bot.timeutil import now
 logger = logging.getLogger(__name__)
 Enqueue = Callable[..., Awaitable[None]]
 CARDS_SCANNED_FOR_REPLIES = 500
-
-
-class Kind(enum.StrEnum):
-    APPROVAL = "approval"
-    CHOICE = "choice"
-    ACKNOWLEDGEMENT = "acknowledgement"
-    QUESTION = "question"
-
-
-class Status(enum.StrEnum):
-    PENDING = "pending"
-    AWAITING_CODE = "awaiting_code"
-    RESOLVED = "resolved"
-    EXPIRED = "expired"
-
-
-OPEN = (Status.PENDING, Status.AWAITING_CODE)
-
-
-class TimeoutPolicy(enum.StrEnum):
-    ARCHIVE = "archive"  # at the deadline it expires; the asker reads a soft decline
-    HOLD = "hold"  # it waits for as long as it takes
-
-
-class Outcome(enum.StrEnum):
-    APPROVED = "approved"
-    DENIED = "denied"
-    CHOSEN = "chosen"
-    ACKNOWLEDGED = "acknowledged"
-    ANSWERED = "answered"
-    SKIPPED = "skipped"
-    EXPIRED = "expired"
-
-
-# The choice part of a card's callback data, per kind; a choice card uses option indexes.
-TAP_OUTCOMES = {
-    Kind.APPROVAL: {"approve": Outcome.APPROVED, "deny": Outcome.DENIED},
-    Kind.ACKNOWLEDGEMENT: {"ack": Outcome.ACKNOWLEDGED},
-    Kind.QUESTION: {"skip": Outcome.SKIPPED},
-}
-
-
-@dataclass(frozen=True)
-class Ask:
-    """What to ask: the row to create."""
-
-    kind: Kind
-    agent: str
-    chat_id: int
-    prompt: str
-    options: tuple[str, ...] = ()
-    tool: str | None = None
-    args: Any = None
-    args_hash: str | None = None
-    step_up: bool = False
-    timeout: timedelta | None = timedelta(hours=1)
-    timeout_policy: TimeoutPolicy = TimeoutPolicy.ARCHIVE
-    continuation_actor: str | None = None
-    continuation_kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Interaction:
-    id: int
-    kind: Kind
-    agent: str
-    chat_id: int
-    prompt: str
-    options: tuple[str, ...]
-    tool: str | None
-    args: Any
-    args_hash: str | None
-    step_up: bool
-    status: Status
-    outcome: str | None
-    answer: str | None
-    timeout_policy: TimeoutPolicy
-    expires_at: datetime | None
-    created_at: datetime
-    code_from: int | None
-    resolved_at: datetime | None
-    resolved_by: int | None
-    resolved_by_name: str | None
-    continuation_actor: str | None
-    continuation_kwargs: dict[str, Any]
-
-    @classmethod
-    def from_row(cls, row: Any) -> Interaction:
-        values = {name.name: getattr(row, name.name) for name in dataclasses.fields(cls)}
-        values.update(
-            kind=Kind(row.kind),
-            status=Status(row.status),
-            timeout_policy=TimeoutPolicy(row.timeout_policy),
-            options=tuple(row.options),
-        )
-        return cls(**values)
-
-    @property
-    def is_open(self) -> bool:
-        return self.status in OPEN
-
-    def is_due(self, moment: datetime) -> bool:
-        return self.expires_at is not None and self.expires_at <= moment
-
-    def outcome_of(self, choice: str) -> tuple[str, str | None] | None:
-        """The outcome (and, for a choice, the option) a tap on ``choice`` means."""
-        if self.kind is Kind.CHOICE:
-            if choice.isdigit() and int(choice) < len(self.options):
-                return Outcome.CHOSEN, self.options[int(choice)]
-            return None
-        outcome = TAP_OUTCOMES[self.kind].get(choice)
-        return (outcome, None) if outcome else None
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What a tap, a code or a reply did, with the sentence to show for it."""
-
-    text: str
-    interaction: Interaction | None = None
-    changed: bool = False
-
-
-@dataclass
-class Effects:
-    """What to announce once the transaction has committed."""
-
-    outbox_ids: list[int] = field(default_factory=list)
-    continuation: Interaction | None = None
 
 
 class Interactions:
@@ -301,11 +181,19 @@ class Interactions:
                 "the server. Nothing was done.",
                 interaction,
             )
-        await conn.execute(
+        moment = now()
+        asked = await conn.execute(
             update(interactions)
-            .where(interactions.c.id == interaction.id, interactions.c.status.in_(OPEN))
+            .where(
+                interactions.c.id == interaction.id,
+                interactions.c.status.in_(OPEN),
+                or_(interactions.c.expires_at.is_(None), interactions.c.expires_at > moment),
+            )
             .values(status=Status.AWAITING_CODE, code_from=user_id)
         )
+        if asked.rowcount != 1:  # settled meanwhile (Postgres lets taps race this far)
+            current = await self._get(conn, interaction.id)
+            return Reply(cards.settled_answer(current), current)
         await Audit.add(
             conn,
             AuditEvent.CODE_ASKED,
