@@ -23,7 +23,7 @@ import yaml
 
 from bot import demo
 from bot.errors import PolicyConfigError
-from policies.tools import AgentSpec, Catalog, Effect, ToolSpec
+from policies.tools import AgentSpec, Catalog, Effect, SchemaRefused, ToolSpec
 
 ANY_OBJECT = {"type": "object"}
 
@@ -35,15 +35,52 @@ def load_catalog(path: Path | None) -> Catalog:
         return catalog
     data = _read(path)
     for name, spec in _section(path, data, "tools").items():
+        if str(name) in catalog.tools:
+            raise PolicyConfigError(
+                f"{path}: tools.{name}: declared twice (a built-in tool has this name)"
+            )
         catalog.add_tool(_tool(path, str(name), spec))
     for slug, spec in _section(path, data, "agents").items():
+        if str(slug) in catalog.agents:
+            raise PolicyConfigError(
+                f"{path}: agents.{slug}: declared twice (a built-in agent has this name)"
+            )
         catalog.add_agent(_agent(path, str(slug), spec))
     return catalog
 
 
+def _duplicate_key(node: yaml.Node, place: str = "") -> tuple[str, yaml.Mark] | None:
+    """The first key given twice in one mapping, as a dotted place: a second ``deploy:`` must
+    not quietly replace the first (and turn an irreversible tool into a read)."""
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for key_node, value_node in node.value:
+            key = getattr(key_node, "value", None)
+            here = f"{place}.{key}" if place else str(key)
+            if key in seen:
+                return here, key_node.start_mark
+            seen.add(key)
+            found = _duplicate_key(value_node, here)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            found = _duplicate_key(item, f"{place}[{index}]")
+            if found:
+                return found
+    return None
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        duplicate = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
+        if duplicate is not None:
+            place, mark = duplicate
+            raise PolicyConfigError(
+                f"{path}: {place}: declared twice (line {mark.line + 1}); keep one"
+            )
+        data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
@@ -77,10 +114,11 @@ def _tool(path: Path, name: str, spec: Any) -> ToolSpec:
     schema = spec.get("schema", ANY_OBJECT)
     if not isinstance(schema, dict):
         raise PolicyConfigError(f"{place}.schema: must be a JSON schema (a mapping)")
+    description = _text(f"{place}.description", spec.get("description"))
     try:
-        return ToolSpec(name, effect, schema, str(spec.get("description", "")))
-    except PolicyConfigError as exc:
-        raise PolicyConfigError(f"{path}: {exc}") from None
+        return ToolSpec(name, effect, schema, description)
+    except SchemaRefused as exc:
+        raise PolicyConfigError(f"{place}.schema: {exc.problem}") from None
 
 
 def _agent(path: Path, slug: str, spec: Any) -> AgentSpec:
@@ -94,7 +132,17 @@ def _agent(path: Path, slug: str, spec: Any) -> AgentSpec:
     peer = spec.get("peer", False)
     if not isinstance(peer, bool):
         raise PolicyConfigError(f"{place}.peer: must be true or false")
-    return AgentSpec(slug, frozenset(tools), name=str(spec.get("name", slug)), peer=peer)
+    name = _text(f"{place}.name", spec.get("name")) or slug
+    return AgentSpec(slug, frozenset(tools), name=name, peer=peer)
+
+
+def _text(place: str, value: Any) -> str:
+    """Optional text: absent or empty is "", anything but a string is refused."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise PolicyConfigError(f"{place}: must be text")
+    return value
 
 
 def _no_unknown_keys(place: str, spec: dict, known: set[str]) -> None:

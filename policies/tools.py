@@ -12,6 +12,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -37,18 +38,62 @@ class ToolSpec:
         try:
             Draft202012Validator.check_schema(self.schema)
         except SchemaError as exc:
-            raise PolicyConfigError(
-                f"tool {self.name}: bad argument schema: {exc.message}"
-            ) from exc
+            raise SchemaRefused(self.name, exc.message) from exc
+        unresolved = _unresolved_reference(self.schema)
+        if unresolved is not None:
+            raise SchemaRefused(self.name, f"$ref {unresolved!r} points nowhere in the schema")
         object.__setattr__(self, "validator", Draft202012Validator(self.schema))
 
     def argument_error(self, args: Any) -> str | None:
         """The first way ``args`` breaks the schema, as a sentence; None when it fits."""
-        error = next(iter(self.validator.iter_errors(args)), None)
+        try:
+            error = next(iter(self.validator.iter_errors(args)), None)
+        except Exception as exc:  # a schema that cannot be evaluated refuses, never passes
+            return f"the schema cannot be evaluated ({type(exc).__name__})"
         if error is None:
             return None
         where = "/".join(str(part) for part in error.absolute_path) or "the arguments"
         return f"{where}: {error.message}"
+
+
+class SchemaRefused(PolicyConfigError):
+    """Raised when a tool's argument schema is not a usable JSON schema."""
+
+    def __init__(self, tool: str, problem: str) -> None:
+        super().__init__(f"tool {tool}: bad argument schema: {problem}")
+        self.problem = problem
+
+
+def _unresolved_reference(schema: Any) -> str | None:
+    """The first ``$ref`` that is not a JSON pointer into this very schema and resolving there.
+
+    Remote references are refused too: the gate never fetches anything to decide a call.
+    """
+    for reference in _references(schema):
+        if not reference.startswith("#"):
+            return reference
+        node: Any = schema
+        for token in filter(None, unquote(reference[1:]).split("/")):
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                return reference
+    return None
+
+
+def _references(node: Any):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _references(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _references(item)
 
 
 @dataclass(frozen=True)

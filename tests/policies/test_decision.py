@@ -44,8 +44,9 @@ json_values = st.recursive(
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=10),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=10,
 )
 
@@ -215,9 +216,7 @@ def test_the_default_rules_are_the_declared_order():
 
 def test_passing_the_default_rules_explicitly_changes_nothing():
     for tool in ("site.look", "site.edit", "site.deploy", "ghost.tool"):
-        assert decide(CATALOG, "ops", tool, GOOD, rules=RULES) == decide(
-            CATALOG, "ops", tool, GOOD
-        )
+        assert decide(CATALOG, "ops", tool, GOOD, rules=RULES) == decide(CATALOG, "ops", tool, GOOD)
 
 
 # Properties
