@@ -16,6 +16,7 @@ from typing import Any
 from bot.approvals import Approvals
 from bot.audit import Audit, AuditEvent
 from bot.interactions import Ask, Effects, Interaction, Interactions, Kind
+from bot.store import serialize_on
 from policies.canonical import approval_hash
 from policies.decision import Allow, Deny, Gate, decide
 from policies.tools import Catalog
@@ -119,6 +120,7 @@ class Actions:
         self, conn, agent, tool, args, args_hash, decision, chat_id, continuation, effects
     ) -> Interaction:
         """The open card for this exact call, or a new one; either way, audited."""
+        await serialize_on(conn, f"approval:{args_hash}")  # identical calls at once: one card
         waiting = await self.interactions.open_for_hash(conn, args_hash)
         if waiting is not None:
             event, detail = AuditEvent.WAITING, f"card #{waiting.id} is still open"

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -207,3 +208,15 @@ async def wait_for(store: Store, *, attempts: int = 30, delay: float = 1.0) -> N
             if attempt == attempts - 1:
                 raise
             await asyncio.sleep(delay)
+
+
+async def serialize_on(conn: AsyncConnection, key: str) -> None:
+    """Make write transactions that name the same ``key`` take turns until they commit.
+
+    SQLite already runs one write transaction at a time; Postgres takes a transaction-scoped
+    advisory lock on a 64-bit digest of the key, so check-then-insert stays one step.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": digest})

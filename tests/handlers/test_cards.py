@@ -199,6 +199,7 @@ async def test_a_code_from_an_account_that_did_not_tap_approves_nothing(stack):
     )
     card = await wait_for_text(stack, f"card #{outcome.interaction_id}")
     await tap(stack, card, "Approve (then a code)")
+    await wait_for_text(stack, "send the current 6-digit code", after=card["message_id"])
     other = {"id": 2000002, "is_bot": False, "first_name": "Other"}
     # The other account is an owner too, as if listed in AEGIS_OWNER_IDS.
     stack.services.owners.configured = frozenset({*stack.services.owners.configured, 2000002})
