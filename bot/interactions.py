@@ -43,6 +43,7 @@ from bot.store import Store
 from bot.tables import agent_notes, interaction_cards, interactions
 from bot.tables import outbox as outbox_table
 from bot.timeutil import now
+from policies.canonical import approval_hash
 
 logger = logging.getLogger(__name__)
 Enqueue = Callable[..., Awaitable[None]]
@@ -73,6 +74,11 @@ class Interactions:
         moment = now()
         if ask.kind is Kind.CHOICE and not ask.options:
             raise ValueError("a choice needs options")
+        if ask.kind is Kind.APPROVAL and (
+            ask.tool is None or ask.args_hash != approval_hash(ask.agent, ask.tool, ask.args)
+        ):
+            # The card shows these arguments; the grant must be bound to exactly them.
+            raise ValueError("an approval is for one call: its tool, arguments and their hash")
         if ask.timeout_policy is TimeoutPolicy.ARCHIVE and ask.timeout is None:
             raise ValueError("an archive card needs a timeout")
         values = {
@@ -218,27 +224,28 @@ class Interactions:
         after too many wrong codes."""
         effects = Effects()
         async with self.store.write() as conn:
-            query = (
+            owed = (
                 select(interactions)
                 .where(
                     interactions.c.status == Status.AWAITING_CODE,
                     interactions.c.code_from == user_id,
                 )
                 .order_by(interactions.c.id.desc())
-                .limit(1)
             )
-            row = (await conn.execute(query)).first()
-            if row is None:
-                return None
-            interaction = Interaction.from_row(row)
             moment = now()
-            if interaction.is_due(moment):
-                expired = await self._expire(conn, interaction, moment, effects)
-                reply = Reply(cards.settled_answer(expired), expired, changed=True)
-            else:
+            rows = [Interaction.from_row(row) for row in (await conn.execute(owed)).all()]
+            if not rows:
+                return None
+            live = [interaction for interaction in rows if not interaction.is_due(moment)]
+            for lapsed in (interaction for interaction in rows if interaction.is_due(moment)):
+                await self._expire(conn, lapsed, moment, effects)
+            if live:  # the newest card still waiting gets the code
                 reply = await self._grant_with_code(
-                    conn, interaction, user_id, user_name, code, verifier, effects
+                    conn, live[0], user_id, user_name, code, verifier, effects
                 )
+            else:
+                expired = await self._get(conn, rows[0].id)
+                reply = Reply(cards.settled_answer(expired), expired, changed=True)
         await self.announce(effects)
         return reply
 
