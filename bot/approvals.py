@@ -12,11 +12,15 @@ from datetime import datetime, timedelta
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.store import Store
+from bot.store import Store, sqlite_time
 from bot.tables import grants
 from bot.timeutil import now
 
 GRANT_LIFETIME = timedelta(minutes=15)
+# What _live() says, for Store.read_now; tests/bot/test_approvals.py holds the two together.
+LIVE_GRANT_SQL = (
+    "SELECT 1 FROM grants WHERE args_hash = ? AND used_at IS NULL AND expires_at > ? LIMIT 1"
+)
 
 
 class Approvals:
@@ -50,7 +54,13 @@ class Approvals:
         return expires_at
 
     async def has_live_grant(self, args_hash: str) -> bool:
-        """Whether an unused, unexpired grant exists; the cheap read before ``consume``."""
+        """Whether an unused, unexpired grant exists; the cheap read before ``consume``.
+
+        Every gated call asks this, and an agent polling for its approval asks it often, so
+        on SQLite it is one indexed read on this thread (Store.read_now), not an async trip.
+        """
+        if self.store.is_sqlite:
+            return bool(self.store.read_now(LIVE_GRANT_SQL, (args_hash, sqlite_time(now()))))
         query = select(grants.c.id).where(*_live(args_hash, now())).limit(1)
         async with self.store.read() as conn:
             return (await conn.execute(query)).first() is not None

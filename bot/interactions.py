@@ -463,13 +463,14 @@ class Interactions:
             effects.continuation = settled
 
     async def announce(self, effects: Effects) -> None:
-        """After the commit: deliver what was queued and send the continuation. If the broker
-        is down, the outbox sweep and the interactions sweep send them later."""
+        """After the commit: send the continuation, then deliver what was queued (the person
+        sees the edit a moment later; the agent should not wait for it). If the broker is
+        down, the interactions sweep and the outbox sweep send them later."""
         try:
-            for outbox_id in effects.outbox_ids:
-                await self.enqueue("deliver", outbox_id)
             if effects.continuation is not None:
                 await self.send_continuation(effects.continuation)
+            for outbox_id in effects.outbox_ids:
+                await self.enqueue("deliver", outbox_id)
         except BrokerError as exc:
             logger.warning("broker down, the sweeps will catch up: %s", exc)
 

@@ -20,7 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import sqlite3
+import threading
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
@@ -52,6 +55,8 @@ class Store:
             self.read_engine = self.write_engine = create_async_engine(
                 url, echo=echo, pool_pre_ping=True, pool_size=5, max_overflow=5
             )
+        self._reader: sqlite3.Connection | None = None
+        self._reader_lock = threading.Lock()
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -104,7 +109,30 @@ class Store:
         async with self.read() as conn:
             await conn.exec_driver_sql("SELECT 1")
 
+    def read_now(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """SQLite only: one small indexed read on the calling thread, for the hottest lookups.
+
+        An async read crosses to the driver's thread and back eight times (BEGIN, the cursor,
+        the query, the rows, ROLLBACK) and costs about 0.6 ms on a busy core; SQLite itself
+        answers an indexed lookup in a few microseconds. Under WAL a reader never waits for the
+        writer, so a read this small blocks the event loop less than a thread hop does. The
+        connection is read-only (``query_only``); use this for point lookups, nothing larger.
+        """
+        if not self.is_sqlite:
+            raise RuntimeError("read_now is for SQLite; use read() on other databases")
+        with self._reader_lock:
+            try:
+                if self._reader is None:
+                    self._reader = _sqlite_reader(str(self.url.database))
+                return self._reader.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"the database refused a read: {exc}") from exc
+
     async def close(self) -> None:
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
         await self.read_engine.dispose()
         if self.write_engine is not self.read_engine:
             await self.write_engine.dispose()
@@ -158,6 +186,21 @@ async def _began(conn: AsyncConnection, deadline: float, loop) -> bool:
 
 def _is_busy(exc: OperationalError) -> bool:
     return "database is locked" in str(exc.orig) or "database is busy" in str(exc.orig)
+
+
+SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores UTCDateTime in SQLite
+
+
+def sqlite_time(moment: datetime) -> str:
+    """A time as SQLite holds it, to compare with in ``read_now`` queries."""
+    return moment.astimezone(UTC).strftime(SQLITE_TIME_FORMAT)
+
+
+def _sqlite_reader(path: str) -> sqlite3.Connection:
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    reader.execute("PRAGMA query_only=1")
+    reader.execute("PRAGMA busy_timeout=1000")
+    return reader
 
 
 def _sqlite_engine(
