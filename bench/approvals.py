@@ -454,7 +454,7 @@ STAGES = (
     ("polled", "emulator, getUpdates returning the tap"),
     ("tapped", "update recorded, PTB, gate, handler"),
     ("committed", "the tap's transaction (grant, audit, edit)"),
-    ("enqueued", "enqueueing the card's edit first"),
+    ("enqueued", "announce, up to the continuation's enqueue"),
     ("taken", "enqueue -> a worker thread takes it"),
     ("started", "-> the actor's first line (worker loop)"),
 )
