@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -203,6 +204,20 @@ def _sqlite_reader(path: str) -> sqlite3.Connection:
     return reader
 
 
+def _enable_wal(cursor) -> None:
+    """Switch a new connection to WAL. On a brand-new file, connections opening at once race
+    to convert it, and SQLite can refuse one with "database is locked" without calling the
+    busy handler; that is retried here for a few seconds (once per connection, at connect)."""
+    for attempt in range(100):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 99:
+                raise
+            time.sleep(0.02)
+
+
 def _sqlite_engine(
     url: str,
     *,
@@ -228,7 +243,7 @@ def _sqlite_engine(
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode=WAL")  # may wait for a lock on a brand-new file
+        _enable_wal(cursor)
         cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
