@@ -161,13 +161,8 @@ class Interactions:
             return Reply(cards.settled_answer(expired), expired, changed=True)
         meaning = interaction.outcome_of(choice)
         if meaning is None:
-            await Audit.add(
-                conn,
-                AuditEvent.TAP_REFUSED,
-                f"no answer {choice!r} on card #{interaction.id}",
-                interaction_id=interaction.id,
-                user_id=user_id,
-            )
+            detail = f"no answer {choice!r} on card #{interaction.id}"
+            await _audit(conn, AuditEvent.TAP_REFUSED, detail, interaction, user_id)
             return Reply("That is not one of this card's answers; nothing was done.", interaction)
         outcome, option = meaning
         if outcome is Outcome.APPROVED and interaction.step_up:
@@ -200,15 +195,8 @@ class Interactions:
         if asked.rowcount != 1:  # settled meanwhile (Postgres lets taps race this far)
             current = await self._get(conn, interaction.id)
             return Reply(cards.settled_answer(current), current)
-        await Audit.add(
-            conn,
-            AuditEvent.CODE_ASKED,
-            f"card #{interaction.id} owes a code",
-            agent=interaction.agent,
-            tool=interaction.tool,
-            interaction_id=interaction.id,
-            user_id=user_id,
-        )
+        detail = f"card #{interaction.id} owes a code"
+        await _audit(conn, AuditEvent.CODE_ASKED, detail, interaction, user_id)
         text = (
             f"Card #{interaction.id} cannot be undone. To approve it, send the current 6-digit "
             "code from your authenticator app. Nothing happens until a valid code arrives."
@@ -254,15 +242,8 @@ class Interactions:
     ):
         refusal = await verifier.check(conn, user_id, code, purpose="step-up")
         if refusal is not None:
-            await Audit.add(
-                conn,
-                AuditEvent.CODE_REFUSED,
-                f"card #{interaction.id}: {refusal}",
-                agent=interaction.agent,
-                tool=interaction.tool,
-                interaction_id=interaction.id,
-                user_id=user_id,
-            )
+            detail = f"card #{interaction.id}: {refusal}"
+            await _audit(conn, AuditEvent.CODE_REFUSED, detail, interaction, user_id)
             return Reply(f"{refusal} Card #{interaction.id} is still waiting.", interaction)
         resolved = await self._resolve(
             conn, interaction, Outcome.APPROVED, user_id, user_name, now(), effects
@@ -312,14 +293,8 @@ class Interactions:
                         created_at=moment,
                     )
                 )
-                await Audit.add(
-                    conn,
-                    AuditEvent.NOTE,
-                    f"note on card #{interaction.id}",
-                    agent=interaction.agent,
-                    interaction_id=interaction.id,
-                    user_id=user_id,
-                )
+                detail = f"note on card #{interaction.id}"
+                await _audit(conn, AuditEvent.NOTE, detail, interaction, user_id)
                 result = Reply(
                     f"Noted for {interaction.agent}: its later runs will see this.",
                     interaction,
@@ -381,17 +356,9 @@ class Interactions:
         return resolved
 
     async def _record_resolution(self, conn, resolved: Interaction, user_id: int, moment) -> None:
-        fields = {
-            "agent": resolved.agent,
-            "tool": resolved.tool,
-            "args_hash": resolved.args_hash,
-            "interaction_id": resolved.id,
-            "user_id": user_id,
-        }
         if resolved.kind is not Kind.APPROVAL:
-            await Audit.add(
-                conn, AuditEvent.RESOLVED, f"card #{resolved.id}: {resolved.outcome}", **fields
-            )
+            detail = f"card #{resolved.id}: {resolved.outcome}"
+            await _audit(conn, AuditEvent.RESOLVED, detail, resolved, user_id)
         elif resolved.outcome == Outcome.APPROVED:
             until = await Approvals.grant(
                 conn,
@@ -403,9 +370,10 @@ class Interactions:
                 moment=moment,
             )
             detail = f"card #{resolved.id}: one call, until {until.isoformat(timespec='seconds')}"
-            await Audit.add(conn, AuditEvent.GRANTED, detail, **fields)
+            await _audit(conn, AuditEvent.GRANTED, detail, resolved, user_id)
         else:
-            await Audit.add(conn, AuditEvent.DECLINED, f"card #{resolved.id}: denied", **fields)
+            detail = f"card #{resolved.id}: denied"
+            await _audit(conn, AuditEvent.DECLINED, detail, resolved, user_id)
 
     async def expire(self, interaction_id: int) -> Interaction | None:
         """Expire the interaction if it is open and due; returns it expired, else None."""
@@ -439,15 +407,8 @@ class Interactions:
             outcome=Outcome.EXPIRED,
             resolved_at=interaction.expires_at,
         )
-        await Audit.add(
-            conn,
-            AuditEvent.EXPIRED,
-            f"card #{expired.id} expired unanswered: nothing was done",
-            agent=expired.agent,
-            tool=expired.tool,
-            args_hash=expired.args_hash,
-            interaction_id=expired.id,
-        )
+        detail = f"card #{expired.id} expired unanswered: nothing was done"
+        await _audit(conn, AuditEvent.EXPIRED, detail, expired)
         await self._settle(conn, expired, effects)
         return expired
 
@@ -570,3 +531,23 @@ class Interactions:
             await conn.execute(select(interactions).where(interactions.c.id == interaction_id))
         ).first()
         return Interaction.from_row(row) if row else None
+
+
+async def _audit(
+    conn: AsyncConnection,
+    event: AuditEvent,
+    detail: str,
+    interaction: Interaction,
+    user_id: int | None = None,
+) -> None:
+    """Record what happened to a card, naming its agent, tool and call."""
+    await Audit.add(
+        conn,
+        event,
+        detail,
+        agent=interaction.agent,
+        tool=interaction.tool,
+        args_hash=interaction.args_hash,
+        interaction_id=interaction.id,
+        user_id=user_id,
+    )
