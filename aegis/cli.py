@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from bot.errors import AegisError, ConfigError
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # PTB 22 warns on every RetryAfter that ``retry_after`` becomes a timedelta in its next
+    # major version, from inside its own constructor; aegis reads either form, so opt in.
+    os.environ.setdefault("PTB_TIMEDELTA", "1")
     args = build_parser().parse_args(argv)
     try:
         settings = load_settings()

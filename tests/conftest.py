@@ -16,6 +16,9 @@ import asyncpg
 import pytest
 import redis
 
+# As `aegis` does (aegis/cli.py): PTB's RetryAfter reads as a timedelta, without a warning.
+os.environ.setdefault("PTB_TIMEDELTA", "1")
+
 from bot import migrate
 from bot.store import Store
 
