@@ -46,19 +46,23 @@ class Step:
     what: str
 
 
-STEPS = (
-    Step("demo.read_clock", {}, "read the server clock (a read: runs without asking)"),
-    Step(
-        "demo.write_file",
-        {"name": "hello.txt", "text": "Hello from the aegis demo agent.\n"},
-        "write hello.txt (a write: waits for your tap)",
-    ),
-    Step(
-        "demo.delete_file",
-        {"name": "hello.txt"},
-        "delete hello.txt (irreversible: waits for your tap and a code)",
-    ),
-)
+def steps(run: str) -> tuple[Step, ...]:
+    """The demo's three steps. Each run has a file of its own, so two runs at once ask for
+    different calls, each with its own card (identical calls would share one card)."""
+    name = f"hello-{run}.txt"[-40:].lstrip("-.") or "hello.txt"
+    return (
+        Step("demo.read_clock", {}, "read the server clock (a read: runs without asking)"),
+        Step(
+            "demo.write_file",
+            {"name": name, "text": "Hello from the aegis demo agent.\n"},
+            f"write {name} (a write: waits for your tap)",
+        ),
+        Step(
+            "demo.delete_file",
+            {"name": name},
+            f"delete {name} (irreversible: waits for your tap and a code)",
+        ),
+    )
 
 
 def toolbox(data_dir: Path) -> dict:

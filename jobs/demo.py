@@ -28,7 +28,8 @@ async def demo_step(
 ) -> dict:
     res = await resources()
     platform = res.platform
-    total = len(demo.STEPS)
+    plan = demo.steps(run)
+    total = len(plan)
     if interaction_id is not None:
         settled = await platform.interactions.claim_continuation(interaction_id)
         if settled is None:
@@ -44,7 +45,7 @@ async def demo_step(
         await res.say(chat_id, await _introduction(platform), key=f"demo:{run}:intro")
     if step >= total:
         return {"steps_done": 0}
-    current = demo.STEPS[step]
+    current = plan[step]
     continuation = Continuation("demo_step", {"chat_id": chat_id, "run": run, "step": step})
     outcome = await platform.actions.perform(
         demo.AGENT, current.tool, current.args, chat_id=chat_id, continuation=continuation
@@ -67,7 +68,7 @@ async def demo_step(
 
 
 async def _next(chat_id: int, run: str, step: int) -> dict:
-    if step + 1 < len(demo.STEPS):
+    if step + 1 < len(demo.steps(run)):
         await asyncio.to_thread(demo_step.send, chat_id, run, step + 1)
         return {"steps_queued": 1}
     res = await resources()

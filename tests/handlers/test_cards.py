@@ -32,18 +32,19 @@ async def tap(stack, message: dict, label: str) -> dict:
 async def test_the_demo_reads_then_waits_for_a_tap_then_for_a_tap_and_a_code(stack):
     secret = pyotp.random_base32()
     SecretFiles(stack.settings.data_dir).put("totp", secret)
-    sent = await stack.send("/demo")
-    after = sent["message_id"]
+    posted = await stack.emulator.send_message("/demo")
+    after = posted["message"]["message_id"]
+    name = f"hello-{posted['update_id']}.txt"  # each run has a file (and cards) of its own
     read = await wait_for_text(stack, "Step 1/3", after=after)
     assert "ran: the server clock says" in read["text"]
 
     card = await wait_for_text(stack, "Approval needed", after=after)
-    assert "demo.write_file" in card["text"] and '"name": "hello.txt"' in card["text"]
+    assert "demo.write_file" in card["text"] and f'"name": "{name}"' in card["text"]
     answer = await tap(stack, card, "Approve")
     assert "Approved" in answer["text"]
     written = await wait_for_text(stack, "ran: wrote", after=card["message_id"])
     assert written["text"].startswith("Step 2/3")
-    assert (stack.settings.data_dir / "demo" / "hello.txt").exists()
+    assert (stack.settings.data_dir / "demo" / name).exists()
 
     edited = await wait_for_text(stack, "✅ Approved", after=after)
     assert edited["message_id"] == card["message_id"] and buttons(edited) == {}
@@ -52,11 +53,11 @@ async def test_the_demo_reads_then_waits_for_a_tap_then_for_a_tap_and_a_code(sta
     answer = await tap(stack, irreversible, "Approve (then a code)")
     assert "code" in answer["text"]
     await wait_for_text(stack, "send the current 6-digit code", after=irreversible["message_id"])
-    assert (stack.settings.data_dir / "demo" / "hello.txt").exists()
+    assert (stack.settings.data_dir / "demo" / name).exists()
     await stack.send(pyotp.TOTP(secret).now())
-    deleted = await wait_for_text(stack, "ran: deleted hello.txt", after=irreversible["message_id"])
+    deleted = await wait_for_text(stack, f"ran: deleted {name}", after=irreversible["message_id"])
     assert deleted["text"].startswith("Step 3/3")
-    assert not (stack.settings.data_dir / "demo" / "hello.txt").exists()
+    assert not (stack.settings.data_dir / "demo" / name).exists()
     await wait_for_text(stack, "The demo is over", after=after)
 
     [audit] = await stack.ask("/audit")
