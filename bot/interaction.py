@@ -136,4 +136,4 @@ class Effects:
     """What to announce once the transaction has committed."""
 
     outbox_ids: list[int] = field(default_factory=list)
-    continuation: Interaction | None = None
+    continuations: list[Interaction] = field(default_factory=list)

@@ -183,6 +183,17 @@ class Interactions:
                 interaction,
             )
         moment = now()
+        # One card at a time waits for this account's code: the one it tapped last, and the
+        # one the prompt names. Any other goes back to waiting for a tap.
+        await conn.execute(
+            update(interactions)
+            .where(
+                interactions.c.status == Status.AWAITING_CODE,
+                interactions.c.code_from == user_id,
+                interactions.c.id != interaction.id,
+            )
+            .values(status=Status.PENDING, code_from=None)
+        )
         asked = await conn.execute(
             update(interactions)
             .where(
@@ -212,28 +223,22 @@ class Interactions:
         after too many wrong codes."""
         effects = Effects()
         async with self.store.write() as conn:
-            owed = (
-                select(interactions)
-                .where(
-                    interactions.c.status == Status.AWAITING_CODE,
-                    interactions.c.code_from == user_id,
-                )
-                .order_by(interactions.c.id.desc())
+            owed = select(interactions).where(
+                interactions.c.status == Status.AWAITING_CODE,
+                interactions.c.code_from == user_id,
             )
-            moment = now()
-            rows = [Interaction.from_row(row) for row in (await conn.execute(owed)).all()]
-            if not rows:
+            row = (await conn.execute(owed.order_by(interactions.c.id.desc()).limit(1))).first()
+            if row is None:
                 return None
-            live = [interaction for interaction in rows if not interaction.is_due(moment)]
-            for lapsed in (interaction for interaction in rows if interaction.is_due(moment)):
-                await self._expire(conn, lapsed, moment, effects)
-            if live:  # the newest card still waiting gets the code
-                reply = await self._grant_with_code(
-                    conn, live[0], user_id, user_name, code, verifier, effects
-                )
-            else:
-                expired = await self._get(conn, rows[0].id)
+            interaction = Interaction.from_row(row)
+            moment = now()
+            if interaction.is_due(moment):
+                expired = await self._expire(conn, interaction, moment, effects)
                 reply = Reply(cards.settled_answer(expired), expired, changed=True)
+            else:
+                reply = await self._grant_with_code(
+                    conn, interaction, user_id, user_name, code, verifier, effects
+                )
         await self.announce(effects)
         return reply
 
@@ -246,7 +251,14 @@ class Interactions:
             await _audit(conn, AuditEvent.CODE_REFUSED, detail, interaction, user_id)
             return Reply(f"{refusal} Card #{interaction.id} is still waiting.", interaction)
         resolved = await self._resolve(
-            conn, interaction, Outcome.APPROVED, user_id, user_name, now(), effects
+            conn,
+            interaction,
+            Outcome.APPROVED,
+            user_id,
+            user_name,
+            now(),
+            effects,
+            code_from=user_id,
         )
         if resolved is None:
             current = await self._get(conn, interaction.id)
@@ -321,14 +333,31 @@ class Interactions:
     # Resolving and expiring
 
     async def _resolve(
-        self, conn, interaction, outcome, user_id, user_name, moment, effects, *, answer=None
+        self,
+        conn,
+        interaction,
+        outcome,
+        user_id,
+        user_name,
+        moment,
+        effects,
+        *,
+        answer=None,
+        code_from=None,
     ) -> Interaction | None:
-        """The one winner: returns the resolved interaction, or None if it was not open."""
+        """The one winner: returns the resolved interaction, or None if it was not open (or,
+        with ``code_from``, no longer waiting for that account's code)."""
+        still = [interactions.c.status.in_(OPEN)]
+        if code_from is not None:
+            still = [
+                interactions.c.status == Status.AWAITING_CODE,
+                interactions.c.code_from == code_from,
+            ]
         changed = await conn.execute(
             update(interactions)
             .where(
                 interactions.c.id == interaction.id,
-                interactions.c.status.in_(OPEN),
+                *still,
                 or_(interactions.c.expires_at.is_(None), interactions.c.expires_at > moment),
             )
             .values(
@@ -421,15 +450,15 @@ class Interactions:
         for outbox_id, chat_id in (await conn.execute(query)).all():
             effects.outbox_ids.append(await self.outbox.add(conn, chat_id, text, edit_of=outbox_id))
         if settled.continuation_actor:
-            effects.continuation = settled
+            effects.continuations.append(settled)
 
     async def announce(self, effects: Effects) -> None:
         """After the commit: send the continuation, then deliver what was queued (the person
         sees the edit a moment later; the agent should not wait for it). If the broker is
         down, the interactions sweep and the outbox sweep send them later."""
         try:
-            if effects.continuation is not None:
-                await self.send_continuation(effects.continuation)
+            for settled in effects.continuations:
+                await self.send_continuation(settled)
             for outbox_id in effects.outbox_ids:
                 await self.enqueue("deliver", outbox_id)
         except BrokerError as exc:

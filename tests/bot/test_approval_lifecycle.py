@@ -202,6 +202,9 @@ class ApprovalLifecycle(RuleBasedStateMachine):
             card.status, card.outcome = "expired", "expired"
         elif choice == "approve" and card.step_up:
             assert reply.changed and "code" in reply.text, reply
+            for other in self.model.values():  # one card at a time waits for an account's code
+                if other.status == "awaiting_code" and other.code_from == user:
+                    other.status, other.code_from = "pending", None
             card.status, card.code_from = "awaiting_code", user
         else:
             assert reply.changed, reply

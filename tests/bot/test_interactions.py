@@ -231,11 +231,11 @@ async def test_a_code_grants_one_step_up_card_and_is_refused_on_the_next(
 ):
     first = await asker.create(approval({"name": "a"}, step_up=True))
     second = await asker.create(approval({"name": "b"}, step_up=True))
-    for card in (first, second):
-        await asker.tap(card.id, "approve", ALICE, "Alice", codes_ready=True)
+    await asker.tap(second.id, "approve", ALICE, "Alice", codes_ready=True)
     code = clock.code()
 
     assert (await asker.submit_code(ALICE, "Alice", code, verifier)).changed
+    await asker.tap(first.id, "approve", ALICE, "Alice", codes_ready=True)
     replayed = await asker.submit_code(ALICE, "Alice", code, verifier)
 
     assert not replayed.changed and "already used" in replayed.text
@@ -244,6 +244,17 @@ async def test_a_code_grants_one_step_up_card_and_is_refused_on_the_next(
     clock.moment += STEP
     assert (await asker.submit_code(ALICE, "Alice", clock.code(), verifier)).changed
     assert [g.interaction_id for g in await grant_rows(store)] == [second.id, first.id]
+
+
+async def test_a_code_goes_to_the_card_tapped_last_and_no_other(store, asker, verifier, clock):
+    first = await asker.create(approval({"name": "a"}, step_up=True))
+    second = await asker.create(approval({"name": "b"}, step_up=True))
+    await asker.tap(second.id, "approve", ALICE, "Alice", codes_ready=True)
+    await asker.tap(first.id, "approve", ALICE, "Alice", codes_ready=True)
+
+    assert (await asker.submit_code(ALICE, "Alice", clock.code(), verifier)).changed
+    assert [g.interaction_id for g in await grant_rows(store)] == [first.id]
+    assert (await asker.get(second.id)).status is Status.PENDING  # waits for a tap again
 
 
 async def test_five_wrong_codes_lock_the_approval_out(store, asker, verifier, clock):
