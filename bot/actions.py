@@ -96,7 +96,11 @@ class Actions:
         # The lookup is a read; only a call that finds a grant pays for the write that uses it.
         may_have_grant = await self.approvals.has_live_grant(args_hash)
         async with self.store.write() as conn:
-            granted_by_card = await Approvals.consume(conn, args_hash) if may_have_grant else None
+            granted_by_card = (
+                await Approvals.consume(conn, args_hash, step_up=decision.step_up)
+                if may_have_grant
+                else None
+            )
             if granted_by_card is not None:
                 await Audit.add(
                     conn,
@@ -121,7 +125,7 @@ class Actions:
     ) -> Interaction:
         """The open card for this exact call, or a new one; either way, audited."""
         await serialize_on(conn, f"approval:{args_hash}")  # identical calls at once: one card
-        waiting = await self.interactions.open_for_hash(conn, args_hash)
+        waiting = await self.interactions.open_for_hash(conn, args_hash, step_up=decision.step_up)
         if waiting is not None:
             event, detail = AuditEvent.WAITING, f"card #{waiting.id} is still open"
         else:

@@ -37,8 +37,10 @@ class Approvals:
         args_hash: str,
         granted_by: int,
         moment: datetime,
+        step_up: bool = False,
     ) -> datetime:
-        """Grant one call inside the caller's transaction; returns when the grant expires."""
+        """Grant one call inside the caller's transaction; returns when the grant expires.
+        ``step_up``: it was granted with a code, so it may run a call that needs one."""
         expires_at = moment + GRANT_LIFETIME
         await conn.execute(
             insert(grants).values(
@@ -46,6 +48,7 @@ class Approvals:
                 agent=agent,
                 tool=tool,
                 args_hash=args_hash,
+                step_up=step_up,
                 granted_by=granted_by,
                 granted_at=moment,
                 expires_at=expires_at,
@@ -66,12 +69,19 @@ class Approvals:
             return (await conn.execute(query)).first() is not None
 
     @staticmethod
-    async def consume(conn: AsyncConnection, args_hash: str) -> int | None:
+    async def consume(
+        conn: AsyncConnection, args_hash: str, *, step_up: bool = False
+    ) -> int | None:
         """Use one live grant for this hash; returns its interaction id, or None if none was
-        left. The row's own ``used_at IS NULL`` is re-checked by the UPDATE itself, so on
-        Postgres a racer that picked the same row finds it used and gets nothing."""
+        left. With ``step_up`` only a grant given with a code will do: a call whose policy
+        was tightened since its approval needs a new one. The row's own ``used_at IS NULL``
+        is re-checked by the UPDATE itself, so on Postgres a racer that picked the same row
+        finds it used and gets nothing."""
         moment = now()
-        oldest = select(grants.c.id).where(*_live(args_hash, moment)).order_by(grants.c.id)
+        live = _live(args_hash, moment)
+        if step_up:
+            live = (*live, grants.c.step_up.is_(True))
+        oldest = select(grants.c.id).where(*live).order_by(grants.c.id)
         used = await conn.execute(
             update(grants)
             .where(grants.c.id == oldest.limit(1).scalar_subquery(), grants.c.used_at.is_(None))

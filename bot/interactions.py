@@ -397,6 +397,7 @@ class Interactions:
                 args_hash=resolved.args_hash,
                 granted_by=user_id,
                 moment=moment,
+                step_up=resolved.step_up,
             )
             detail = f"card #{resolved.id}: one call, until {until.isoformat(timespec='seconds')}"
             await _audit(conn, AuditEvent.GRANTED, detail, resolved, user_id)
@@ -506,13 +507,19 @@ class Interactions:
         return [Interaction.from_row(row) for row in rows], total
 
     @staticmethod
-    async def open_for_hash(conn: AsyncConnection, args_hash: str) -> Interaction | None:
+    async def open_for_hash(
+        conn: AsyncConnection, args_hash: str, *, step_up: bool = False
+    ) -> Interaction | None:
+        """The open card for this exact call; with ``step_up``, only one that asks for a code
+        (a card made before the policy was tightened would grant without one)."""
         query = (
             select(interactions)
             .where(interactions.c.args_hash == args_hash, interactions.c.status.in_(OPEN))
             .order_by(interactions.c.id)
             .limit(1)
         )
+        if step_up:
+            query = query.where(interactions.c.step_up.is_(True))
         row = (await conn.execute(query)).first()
         return Interaction.from_row(row) if row else None
 

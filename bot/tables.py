@@ -217,6 +217,7 @@ grants = Table(
     Column("agent", String(100), nullable=False),
     Column("tool", String(200), nullable=False),
     Column("args_hash", String(64), nullable=False),
+    Column("step_up", Boolean, nullable=False),  # granted with a code
     Column("granted_by", BigInteger, nullable=False),
     Column("granted_at", UTCDateTime(), nullable=False),
     Column("expires_at", UTCDateTime(), nullable=False),

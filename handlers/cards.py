@@ -48,12 +48,9 @@ async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> boo
     user = update.effective_user
     text = message.text or message.caption or ""
     reply = None
-    if message.reply_to_message is not None and text:
-        reply = await svc.platform.interactions.reply(
-            message.chat_id, message.reply_to_message.message_id, user.id, user.full_name, text
-        )
     verifier = svc.verifier()
-    if reply is None and verifier is not None and CODE.match(text):
+    # A code first, even sent as a reply to the card: it must never be kept as a note.
+    if verifier is not None and CODE.match(text):
         try:
             reply = await svc.platform.interactions.submit_code(
                 user.id, user.full_name, text.strip(), verifier
@@ -61,6 +58,10 @@ async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> boo
         except PairingLocked as exc:
             await _reply(update, context, str(exc))
             return True
+    if reply is None and message.reply_to_message is not None and text:
+        reply = await svc.platform.interactions.reply(
+            message.chat_id, message.reply_to_message.message_id, user.id, user.full_name, text
+        )
     if reply is None:
         return False
     await _reply(update, context, reply.text)

@@ -306,3 +306,21 @@ async def test_a_gated_call_is_continued_when_its_card_is_settled(platform, enqu
     await approve(platform, card_id)
 
     assert enqueue.continuations() == [("agent.resume", {"run": 3, "interaction_id": card_id})]
+
+
+async def test_a_policy_tightened_since_the_approval_needs_a_new_one_with_a_code(
+    platform, store, toolbox
+):
+    from policies.tools import Effect, ToolSpec
+
+    gated = await perform(platform)
+    await approve(platform, gated.interaction_id)
+    spec = platform.catalog.tools["notes.write"]
+    platform.catalog.tools["notes.write"] = ToolSpec(spec.name, Effect.IRREVERSIBLE, spec.schema)
+
+    again = await perform(platform)
+
+    assert again.status is Status.GATED and again.interaction_id != gated.interaction_id
+    assert toolbox.calls == []
+    card = await platform.interactions.get(again.interaction_id)
+    assert card.step_up

@@ -51,6 +51,7 @@ def upgrade() -> None:
         sa.Column("agent", sa.String(length=100), nullable=False),
         sa.Column("tool", sa.String(length=200), nullable=False),
         sa.Column("args_hash", sa.String(length=64), nullable=False),
+        sa.Column("step_up", sa.Boolean(), nullable=False),
         sa.Column("granted_by", sa.BigInteger(), nullable=False),
         sa.Column("granted_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
