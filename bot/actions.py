@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.approvals import Approvals
 from bot.audit import Audit, AuditEvent
+from bot.cards import visible
 from bot.interactions import Ask, Effects, Interaction, Interactions, Kind
 from bot.store import serialize_on
 from policies.canonical import approval_hash
@@ -133,7 +134,7 @@ class Actions:
                 kind=Kind.APPROVAL,
                 agent=agent,
                 chat_id=chat_id,
-                prompt=f"{agent} wants to run {tool}: {decision.reason}.",
+                prompt=visible(f"{agent} wants to run {tool[:200]!r}: {decision.reason}."),
                 tool=tool,
                 args=args,
                 args_hash=args_hash,

@@ -8,6 +8,7 @@ approval. When they do not fit one message the whole card goes as a file under a
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from bot.callbacks import CallbackSigner
@@ -37,7 +38,8 @@ SETTLED = {
 def card_text(interaction: Interaction) -> str:
     lines = [_heading(interaction), "", interaction.prompt]
     if interaction.tool:
-        lines += ["", f"Tool: {interaction.tool}", "Arguments:", pretty_arguments(interaction.args)]
+        tool = visible(interaction.tool.replace("\n", " "))
+        lines += ["", f"Tool: {tool}", "Arguments:", pretty_arguments(interaction.args)]
     lines += ["", *_footer(interaction)]
     return "\n".join(lines)
 
@@ -91,7 +93,22 @@ def tap_receipt(interaction: Interaction) -> str:
 
 
 def pretty_arguments(args: Any) -> str:
-    return json.dumps(args, indent=2, sort_keys=True, ensure_ascii=False)
+    return visible(json.dumps(args, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+# Characters that change how text reads without showing themselves (right-to-left overrides,
+# zero-width marks, line separators, controls): on a card they could hide or fake arguments.
+HIDDEN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn")
+
+
+def visible(text: str) -> str:
+    """``text`` with every hidden character spelled as an escape, newlines and tabs kept."""
+    return "".join(
+        f"\\u{ord(char):04x}"
+        if char not in "\n\t" and unicodedata.category(char) in HIDDEN_CATEGORIES
+        else char
+        for char in text
+    )
 
 
 def _verdict(interaction: Interaction) -> str:

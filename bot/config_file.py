@@ -35,12 +35,14 @@ def load_catalog(path: Path | None) -> Catalog:
         return catalog
     data = _read(path)
     for name, spec in _section(path, data, "tools").items():
+        _is_text_name(path, "tools", name)
         if str(name) in catalog.tools:
             raise PolicyConfigError(
                 f"{path}: tools.{name}: declared twice (a built-in tool has this name)"
             )
         catalog.add_tool(_tool(path, str(name), spec))
     for slug, spec in _section(path, data, "agents").items():
+        _is_text_name(path, "agents", slug)
         if str(slug) in catalog.agents:
             raise PolicyConfigError(
                 f"{path}: agents.{slug}: declared twice (a built-in agent has this name)"
@@ -151,3 +153,10 @@ def _no_unknown_keys(place: str, spec: dict, known: set[str]) -> None:
         raise PolicyConfigError(
             f"{place}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
         )
+
+
+def _is_text_name(path: Path, section: str, name: Any) -> None:
+    # YAML reads 1 and 0x1, or yes and on, as one value: a name that is not text could
+    # quietly replace another declaration. Quote it ("1":) if it is meant.
+    if not isinstance(name, str):
+        raise PolicyConfigError(f"{path}: {section}.{name!r}: a name must be text; quote it")

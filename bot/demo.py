@@ -17,7 +17,8 @@ from bot.timeutil import now
 from policies.tools import AgentSpec, Effect, ToolSpec, object_schema
 
 AGENT = "demo"
-FILE_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"}
+# "\\Z", not "$": Python's re (which jsonschema uses) lets "$" match before a final newline.
+FILE_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,39}\\Z"}
 
 TOOLS = (
     ToolSpec("demo.read_clock", Effect.READ, object_schema(), "Tell the time on the server."),

@@ -55,8 +55,8 @@ def unknown_agent(call: Call) -> Decision | None:
 
 
 def undeclared_tool(call: Call) -> Decision | None:
-    # Before the grant check: whatever the agent was granted, a tool with no declared effect
-    # is treated as the worst effect there is.
+    # After the grant check: a tool the agent was granted but nobody declared has no known
+    # effect, so it is treated as the worst effect there is.
     if call.tool is None:
         return Gate(f"no one declared the tool {call.name!r}, so its effect is unknown", True)
     return None
@@ -101,8 +101,8 @@ def writes(call: Call) -> Decision | None:
 
 RULES: Sequence[Rule] = (
     unknown_agent,
-    undeclared_tool,
     not_granted,
+    undeclared_tool,
     bad_arguments,
     asked_by_peer,
     read_only,

@@ -318,3 +318,9 @@ def test_a_tool_declared_twice_in_the_file_is_refused(tmp_path):
 def test_an_agent_declared_twice_in_the_file_is_refused(tmp_path):
     text = "agents:\n  ops:\n    tools: []\n  ops:\n    tools: [deploy]\n"
     assert "agents.ops" in refusal(tmp_path, text)
+
+
+def test_a_name_that_is_not_text_is_refused(tmp_path):
+    # YAML reads 1 and 0x1 as one key: a second declaration could replace the first unseen.
+    text = "tools:\n  1: {effect: irreversible}\n  0x1: {effect: read}\n"
+    assert "a name must be text" in refusal(tmp_path, text)

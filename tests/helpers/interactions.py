@@ -46,7 +46,8 @@ tools:
   notes.unbuilt: {effect: write}
   site.deploy: {effect: irreversible}
 agents:
-  scribe: {tools: [notes.read, notes.write, notes.explode, notes.unbuilt, site.deploy]}
+  scribe:
+    tools: [notes.read, notes.write, notes.explode, notes.unbuilt, site.deploy, nobody.declared]
   copyist: {tools: [notes.write]}
   reader: {tools: [notes.read]}
 """

@@ -77,10 +77,9 @@ def test_an_undeclared_tool_is_gated_with_step_up_even_when_the_agent_is_granted
     assert "ghost.tool" in decision.reason
 
 
-def test_an_undeclared_tool_is_never_allowed_to_an_agent_not_granted_it():
+def test_an_undeclared_tool_the_agent_is_not_granted_is_denied():
     decision = decide(CATALOG, "intern", "ghost.tool", {})
-    assert not isinstance(decision, Allow)
-    assert not isinstance(decision, Gate) or decision.step_up
+    assert isinstance(decision, Deny) and "not granted" in decision.reason
 
 
 def test_an_undeclared_agent_is_denied_even_for_a_read():
@@ -204,8 +203,8 @@ def test_a_rule_sees_who_asks_for_what_with_which_arguments():
 def test_the_default_rules_are_the_declared_order():
     assert tuple(RULES) == (
         unknown_agent,
-        undeclared_tool,
         not_granted,
+        undeclared_tool,
         bad_arguments,
         asked_by_peer,
         read_only,
