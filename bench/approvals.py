@@ -198,6 +198,8 @@ async def seed_grants(store: Store, catalog: Catalog, calls: list[Call], count: 
                 "agent": agent,
                 "tool": tool,
                 "args_hash": approval_hash(agent, tool, args),
+                "step_up": isinstance(decide(catalog, agent, tool, args), Gate)
+                and decide(catalog, agent, tool, args).step_up,
                 "granted_by": 1000001,
                 "granted_at": granted_at,
                 "expires_at": granted_at + timedelta(minutes=15),
