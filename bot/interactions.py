@@ -542,6 +542,7 @@ class Interactions:
                 interactions.c.status.notin_(OPEN),
                 interactions.c.continuation_actor.is_not(None),
                 interactions.c.continuation_sent_at.is_(None),
+                interactions.c.continued_at.is_(None),  # not one that already ran
                 interactions.c.resolved_at < now() - older_than,
             )
             .order_by(interactions.c.id)
