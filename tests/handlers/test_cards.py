@@ -24,6 +24,18 @@ async def wait_for_text(stack, fragment: str, *, after: int = 0, timeout: float 
     return await eventually(find, timeout=timeout)
 
 
+async def delivery_recorded(stack, telegram_message_id: int) -> bool:
+    """Whether the delivery has recorded the Telegram id it sent: it does so just after the
+    emulator shows the message, and a reply is matched to its card by that id."""
+    from sqlalchemy import select
+
+    from bot.tables import outbox
+
+    async with stack.store.read() as conn:
+        sent = (await conn.execute(select(outbox.c.telegram_message_ids))).scalars().all()
+    return any(telegram_message_id in ids for ids in sent)
+
+
 async def tap(stack, message: dict, label: str) -> dict:
     tapped = await stack.emulator.tap(OWNER_CHAT, message["message_id"], buttons(message)[label])
     return await eventually(lambda: stack.emulator.callback_answer(tapped["callback_query_id"]))
@@ -144,6 +156,7 @@ async def test_pending_resends_open_cards_and_a_tap_there_settles_every_copy(sta
 async def test_a_reply_to_a_card_is_kept_as_a_note_for_the_agent(stack):
     outcome = await gated_write(stack)
     card = await wait_for_text(stack, f"card #{outcome.interaction_id}")
+    await eventually(lambda: delivery_recorded(stack, card["message_id"]))
     [receipt] = await stack.ask("use notes/ next time", reply_to_message_id=card["message_id"])
     assert receipt["text"] == "Noted for demo: its later runs will see this."
     notes = await stack.services.platform.interactions.notes_for("demo")
