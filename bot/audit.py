@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -103,3 +104,23 @@ class Audit:
             )
             for row in rows
         ]
+
+
+async def audit_card(
+    conn: AsyncConnection,
+    event: AuditEvent,
+    detail: str,
+    interaction: Any,
+    user_id: int | None = None,
+) -> None:
+    """Record what happened to a card, naming its agent, tool and call."""
+    await Audit.add(
+        conn,
+        event,
+        detail,
+        agent=interaction.agent,
+        tool=interaction.tool,
+        args_hash=interaction.args_hash,
+        interaction_id=interaction.id,
+        user_id=user_id,
+    )

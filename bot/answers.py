@@ -1,0 +1,212 @@
+"""How a person's answer settles a card: a tap on one of its buttons, a TOTP code owed for an
+irreversible approval, or a text reply (an answer to a question, else a note for the agent).
+
+A mixin of ``Interactions`` (bot/interactions.py), which owns the row, its one compare-and-set
+(``_resolve``, ``_expire``) and what is announced after the commit; this module only decides
+which of those an answer means, and what to tell the person who gave it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import insert, or_, select, update
+
+from bot import cards
+from bot.audit import Audit, AuditEvent, audit_card
+from bot.codes import CodeVerifier
+from bot.interaction import OPEN, Effects, Interaction, Kind, Outcome, Reply, Status
+from bot.tables import agent_notes, interaction_cards, interactions
+from bot.tables import outbox as outbox_table
+from bot.timeutil import now
+
+CARDS_SCANNED_FOR_REPLIES = 500
+
+
+class Answers:
+    async def tap(
+        self, interaction_id: int, choice: str, user_id: int, user_name: str, *, codes_ready: bool
+    ) -> Reply:
+        """An owner tapped a button of the card. ``codes_ready`` says whether a TOTP secret
+        exists; without one a step-up approval cannot be granted, so it is not started."""
+        effects = Effects()
+        async with self.store.write() as conn:
+            reply = await self._tap(
+                conn, interaction_id, choice, user_id, user_name, codes_ready, effects
+            )
+        await self.announce(effects)
+        return reply
+
+    async def _tap(self, conn, interaction_id, choice, user_id, user_name, codes_ready, effects):
+        moment = now()
+        interaction = await self._get(conn, interaction_id)
+        if interaction is None:
+            await Audit.add(
+                conn, AuditEvent.TAP_REFUSED, f"no card #{interaction_id}", user_id=user_id
+            )
+            return Reply("That card no longer exists; nothing was done.")
+        if not interaction.is_open:
+            return Reply(cards.settled_answer(interaction), interaction)
+        if interaction.is_due(moment):
+            expired = await self._expire(conn, interaction, moment, effects)
+            return Reply(cards.settled_answer(expired), expired, changed=True)
+        meaning = interaction.outcome_of(choice)
+        if meaning is None:
+            detail = f"no answer {choice!r} on card #{interaction.id}"
+            await audit_card(conn, AuditEvent.TAP_REFUSED, detail, interaction, user_id)
+            return Reply("That is not one of this card's answers; nothing was done.", interaction)
+        outcome, option = meaning
+        if outcome is Outcome.APPROVED and interaction.step_up:
+            return await self._ask_for_code(conn, interaction, user_id, codes_ready, effects)
+        resolved = await self._resolve(
+            conn, interaction, outcome, user_id, user_name, moment, effects, answer=option
+        )
+        if resolved is None:  # lost the race: say what the winner did
+            current = await self._get(conn, interaction.id)
+            return Reply(cards.settled_answer(current), current)
+        return Reply(cards.tap_receipt(resolved), resolved, changed=True)
+
+    async def _ask_for_code(self, conn, interaction, user_id, codes_ready, effects) -> Reply:
+        if not codes_ready:
+            return Reply(
+                "This action needs a TOTP code and none is set up: run `aegis totp init` on "
+                "the server. Nothing was done.",
+                interaction,
+            )
+        moment = now()
+        # One card at a time waits for this account's code: the one it tapped last, and the
+        # one the prompt names. Any other goes back to waiting for a tap.
+        await conn.execute(
+            update(interactions)
+            .where(
+                interactions.c.status == Status.AWAITING_CODE,
+                interactions.c.code_from == user_id,
+                interactions.c.id != interaction.id,
+            )
+            .values(status=Status.PENDING, code_from=None)
+        )
+        asked = await conn.execute(
+            update(interactions)
+            .where(
+                interactions.c.id == interaction.id,
+                interactions.c.status.in_(OPEN),
+                or_(interactions.c.expires_at.is_(None), interactions.c.expires_at > moment),
+            )
+            .values(status=Status.AWAITING_CODE, code_from=user_id)
+        )
+        if asked.rowcount != 1:  # settled meanwhile (Postgres lets taps race this far)
+            current = await self._get(conn, interaction.id)
+            return Reply(cards.settled_answer(current), current)
+        detail = f"card #{interaction.id} owes a code"
+        await audit_card(conn, AuditEvent.CODE_ASKED, detail, interaction, user_id)
+        text = (
+            f"Card #{interaction.id} cannot be undone. To approve it, send the current 6-digit "
+            "code from your authenticator app. Nothing happens until a valid code arrives."
+        )
+        effects.outbox_ids.append(await self.outbox.add(conn, interaction.chat_id, text))
+        return Reply("Now send your 6-digit code to approve.", interaction, changed=True)
+
+    async def submit_code(
+        self, user_id: int, user_name: str, code: str, verifier: CodeVerifier
+    ) -> Reply | None:
+        """A code from an owner who tapped Approve on a step-up card; None when no card owes
+        a code from this account (the message is then an ordinary one). Raises PairingLocked
+        after too many wrong codes."""
+        effects = Effects()
+        async with self.store.write() as conn:
+            owed = select(interactions).where(
+                interactions.c.status == Status.AWAITING_CODE,
+                interactions.c.code_from == user_id,
+            )
+            row = (await conn.execute(owed.order_by(interactions.c.id.desc()).limit(1))).first()
+            if row is None:
+                return None
+            interaction = Interaction.from_row(row)
+            moment = now()
+            if interaction.is_due(moment):
+                expired = await self._expire(conn, interaction, moment, effects)
+                reply = Reply(cards.settled_answer(expired), expired, changed=True)
+            else:
+                reply = await self._grant_with_code(
+                    conn, interaction, user_id, user_name, code, verifier, effects
+                )
+        await self.announce(effects)
+        return reply
+
+    async def _grant_with_code(
+        self, conn, interaction, user_id, user_name, code, verifier, effects
+    ):
+        refusal = await verifier.check(conn, user_id, code, purpose="step-up")
+        if refusal is not None:
+            detail = f"card #{interaction.id}: {refusal}"
+            await audit_card(conn, AuditEvent.CODE_REFUSED, detail, interaction, user_id)
+            return Reply(f"{refusal} Card #{interaction.id} is still waiting.", interaction)
+        resolved = await self._resolve(
+            conn,
+            interaction,
+            Outcome.APPROVED,
+            user_id,
+            user_name,
+            now(),
+            effects,
+            code_from=user_id,
+        )
+        if resolved is None:
+            current = await self._get(conn, interaction.id)
+            return Reply(cards.settled_answer(current), current)
+        return Reply(cards.tap_receipt(resolved), resolved, changed=True)
+
+    async def reply(
+        self, chat_id: int, replied_to: int, user_id: int, user_name: str, text: str
+    ) -> Reply | None:
+        """A text reply to one of our messages: the answer to an open question card, else a
+        note kept for the agent that asked. None when the message replied to is no card."""
+        effects = Effects()
+        async with self.store.write() as conn:
+            interaction = await self._card_of_message(conn, chat_id, replied_to)
+            if interaction is None:
+                return None
+            moment = now()
+            result = None
+            if interaction.kind is Kind.QUESTION and interaction.is_open:
+                resolved = await self._resolve(
+                    conn,
+                    interaction,
+                    Outcome.ANSWERED,
+                    user_id,
+                    user_name,
+                    moment,
+                    effects,
+                    answer=text,
+                )
+                if resolved is not None:
+                    result = Reply(f"Answer passed to {interaction.agent}.", resolved, True)
+            if result is None:  # not an open question: a note for the agent that asked
+                await conn.execute(
+                    insert(agent_notes).values(
+                        agent=interaction.agent,
+                        interaction_id=interaction.id,
+                        user_id=user_id,
+                        text=text,
+                        created_at=moment,
+                    )
+                )
+                detail = f"note on card #{interaction.id}"
+                await audit_card(conn, AuditEvent.NOTE, detail, interaction, user_id)
+                text = f"Noted for {interaction.agent}: its later runs will see this."
+                result = Reply(text, interaction, True)
+        await self.announce(effects)
+        return result
+
+    async def _card_of_message(self, conn, chat_id: int, message_id: int) -> Interaction | None:
+        # The Telegram ids a card was sent as live on its outbox row; the recent cards of the
+        # chat are few enough to look through.
+        query = (
+            select(interaction_cards.c.interaction_id, outbox_table.c.telegram_message_ids)
+            .join(outbox_table, outbox_table.c.id == interaction_cards.c.outbox_id)
+            .where(interaction_cards.c.chat_id == chat_id)
+            .order_by(interaction_cards.c.outbox_id.desc())
+            .limit(CARDS_SCANNED_FOR_REPLIES)
+        )
+        for interaction_id, sent_as in (await conn.execute(query)).all():
+            if message_id in (sent_as or []):
+                return await self._get(conn, interaction_id)
+        return None
