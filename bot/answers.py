@@ -8,13 +8,14 @@ which of those an answer means, and what to tell the person who gave it.
 
 from __future__ import annotations
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import or_, select, update
 
 from bot import cards
 from bot.audit import Audit, AuditEvent, audit_card
 from bot.codes import CodeVerifier
 from bot.interaction import OPEN, Effects, Interaction, Kind, Outcome, Reply, Status
-from bot.tables import agent_notes, interaction_cards, interactions
+from bot.notes import NoteKind, add_note
+from bot.tables import interaction_cards, interactions
 from bot.tables import outbox as outbox_table
 from bot.timeutil import now
 
@@ -180,14 +181,13 @@ class Answers:
                 if resolved is not None:
                     result = Reply(f"Answer passed to {interaction.agent}.", resolved, True)
             if result is None:  # not an open question: a note for the agent that asked
-                await conn.execute(
-                    insert(agent_notes).values(
-                        agent=interaction.agent,
-                        interaction_id=interaction.id,
-                        user_id=user_id,
-                        text=text,
-                        created_at=moment,
-                    )
+                await add_note(
+                    conn,
+                    NoteKind.AGENT,
+                    text,
+                    agent=interaction.agent,
+                    interaction_id=interaction.id,
+                    user_id=user_id,
                 )
                 detail = f"note on card #{interaction.id}"
                 await audit_card(conn, AuditEvent.NOTE, detail, interaction, user_id)

@@ -1,4 +1,5 @@
-"""``aegis.yaml``: behaviour as data. This reads the tools and agents the gate needs.
+"""``aegis.yaml``: behaviour as data. This reads the tools and agents the gate needs, and the
+triage rules for the inbox (their format is in bot/triage.py).
 
     tools:
       deploy.site:
@@ -16,6 +17,8 @@ Every problem is reported with its place in the file, and nothing of a bad file 
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +26,31 @@ import yaml
 
 from bot import demo
 from bot.errors import PolicyConfigError
+from bot.tasks import TaskRefused, parse_label
+from bot.triage import OUTCOMES, Conditions, TriageRule
 from policies.tools import AgentSpec, Catalog, Effect, SchemaRefused, ToolSpec
 
 ANY_OBJECT = {"type": "object"}
 
 
+@dataclass
+class Config:
+    """What aegis.yaml declares, on top of the built-ins."""
+
+    catalog: Catalog
+    triage_rules: list[TriageRule] = field(default_factory=list)
+
+
 def load_catalog(path: Path | None) -> Catalog:
     """The built-in tools and agents, plus those the file declares (when it exists)."""
+    return load_config(path).catalog
+
+
+def load_config(path: Path | None) -> Config:
+    """The whole file, checked: tools, agents and triage rules."""
     catalog = Catalog(demo.TOOLS, demo.AGENTS)
     if path is None or not path.exists():
-        return catalog
+        return Config(catalog)
     data = _read(path)
     for name, spec in _section(path, data, "tools").items():
         _is_text_name(path, "tools", name)
@@ -48,7 +66,9 @@ def load_catalog(path: Path | None) -> Catalog:
                 f"{path}: agents.{slug}: declared twice (a built-in agent has this name)"
             )
         catalog.add_agent(_agent(path, str(slug), spec))
-    return catalog
+    _no_unknown_keys(str(path), data, {"tools", "agents", "triage"})
+    rules = _triage_rules(path, data.get("triage"), set(catalog.agents))
+    return Config(catalog, rules)
 
 
 def _duplicate_key(node: yaml.Node, place: str = "") -> tuple[str, yaml.Mark] | None:
@@ -160,3 +180,75 @@ def _is_text_name(path: Path, section: str, name: Any) -> None:
     # quietly replace another declaration. Quote it ("1":) if it is meant.
     if not isinstance(name, str):
         raise PolicyConfigError(f"{path}: {section}.{name!r}: a name must be text; quote it")
+
+
+def _triage_rules(path: Path, section: Any, agents: set[str]) -> list[TriageRule]:
+    """The rules of ``triage:`` (see bot/triage.py), in order."""
+    if section is None:
+        return []
+    if not isinstance(section, list):
+        raise PolicyConfigError(f"{path}: triage: must be a list of rules")
+    rules, names = [], set()
+    states = {str(state): state for state in OUTCOMES.values()}
+    for index, spec in enumerate(section):
+        place = f"{path}: triage[{index}]"
+        if not isinstance(spec, dict):
+            raise PolicyConfigError(f"{place}: must be a mapping with name, when and state")
+        _no_unknown_keys(place, spec, {"name", "when", "state", "labels", "assignee"})
+        name = spec.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise PolicyConfigError(f"{place}.name: every rule needs a name (text)")
+        if name in names:
+            raise PolicyConfigError(f"{place}.name: {name!r} is the name of an earlier rule")
+        names.add(name)
+        if spec.get("state") not in states:
+            raise PolicyConfigError(f"{place}.state: must be one of {', '.join(states)}")
+        try:
+            labels = tuple(parse_label(label) for label in _texts(f"{place}.labels", spec))
+        except TaskRefused as exc:
+            raise PolicyConfigError(f"{place}.labels: {exc}") from None
+        assignee = spec.get("assignee")
+        if assignee is not None and assignee not in agents:
+            raise PolicyConfigError(
+                f"{place}.assignee: {assignee!r} is not an agent declared under agents:"
+            )
+        when = _conditions(f"{place}.when", spec.get("when"))
+        rules.append(TriageRule(name, when, states[spec["state"]], labels, assignee))
+    return rules
+
+
+def _conditions(place: str, spec: Any) -> Conditions:
+    if not isinstance(spec, dict) or not spec:
+        raise PolicyConfigError(
+            f"{place}: must name at least one of keywords, sender, domain, regex"
+        )
+    _no_unknown_keys(place, spec, {"keywords", "sender", "domain", "regex"})
+    pattern = None
+    if "regex" in spec:
+        if not isinstance(spec["regex"], str):
+            raise PolicyConfigError(f"{place}.regex: must be text")
+        try:
+            pattern = re.compile(spec["regex"])
+        except re.error as exc:
+            raise PolicyConfigError(f"{place}.regex: not a regular expression: {exc}") from None
+    keywords = _texts(f"{place}.keywords", spec)
+    senders = _texts(f"{place}.sender", spec)
+    domains = _texts(f"{place}.domain", spec)
+    return Conditions(
+        keywords=tuple(keyword.casefold() for keyword in keywords),
+        senders=tuple(sender.casefold().lstrip("@") for sender in senders),
+        domains=tuple(domain.casefold().removeprefix("www.") for domain in domains),
+        pattern=pattern,
+    )
+
+
+def _texts(place: str, spec: dict) -> list[str]:
+    """Text or a list of texts under the key ``place`` ends with; absent is empty."""
+    value = spec.get(place.rsplit(".", 1)[-1])
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise PolicyConfigError(f"{place}: must be text or a list of texts")
+    return [v.strip() for v in value]

@@ -38,9 +38,10 @@ from bot.interaction import (  # noqa: F401  (the service's vocabulary, importab
     Status,
     TimeoutPolicy,
 )
+from bot.notes import Notes
 from bot.outbox import TELEGRAM_TEXT_LIMIT, Outbox
 from bot.store import Store
-from bot.tables import agent_notes, interaction_cards, interactions
+from bot.tables import interaction_cards, interactions
 from bot.timeutil import now
 from policies.canonical import approval_hash
 
@@ -345,14 +346,7 @@ class Interactions(Answers):
 
     async def notes_for(self, agent: str, limit: int = 20) -> list[str]:
         """What the owner told this agent by replying to its cards, oldest first."""
-        query = (
-            select(agent_notes.c.text)
-            .where(agent_notes.c.agent == agent)
-            .order_by(agent_notes.c.id.desc())
-            .limit(limit)
-        )
-        async with self.store.read() as conn:
-            return list(reversed((await conn.execute(query)).scalars().all()))
+        return await Notes(self.store).for_agent(agent, limit=limit)
 
     @staticmethod
     async def _get(conn: AsyncConnection, interaction_id: int) -> Interaction | None:

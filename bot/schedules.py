@@ -22,12 +22,15 @@ class Schedule:
     name: str
     actor: str
     interval_seconds: int
+    first_at_once: bool = True  # False: the first run is one interval after the schedule is added
 
 
 # The platform's own upkeep; later, aegis.yaml adds the user's schedules to these.
 BUILTIN_SCHEDULES = (
     Schedule("outbox-sweep", "sweep_outbox", 30),
     Schedule("interaction-sweep", "sweep_interactions", 30),
+    Schedule("triage-sweep", "sweep_triage", 15 * 60),
+    Schedule("weekly-review", "weekly_review", 7 * 24 * 3600, first_at_once=False),
 )
 
 
@@ -42,13 +45,16 @@ class Schedules:
             for schedule in wanted:
                 if schedule.name in existing:
                     continue
+                first = now()
+                if not schedule.first_at_once:
+                    first += timedelta(seconds=schedule.interval_seconds)
                 await conn.execute(
                     insert(schedules).values(
                         name=schedule.name,
                         actor=schedule.actor,
                         interval_seconds=schedule.interval_seconds,
                         enabled=True,
-                        next_run_at=now(),
+                        next_run_at=first,
                     )
                 )
 

@@ -241,15 +241,57 @@ audit_events = Table(
     Index("ix_audit_events_at", "at"),
 )
 
-# What the owner told an agent by replying to one of its cards: shown to its later runs.
-agent_notes = Table(
-    "agent_notes",
+# Everything captured: a forwarded or written message becomes one task. It always carries exactly
+# one state label (see bot/tasks.py); closing it (done, dropped, filed as reference) keeps it.
+tasks = Table(
+    "tasks",
     metadata,
     Column("id", Integer, primary_key=True),
-    Column("agent", String(100), nullable=False),
-    Column("interaction_id", Integer),
-    Column("user_id", BigInteger, nullable=False),
-    Column("text", Text, nullable=False),
+    Column("capture_key", String(200), unique=True),  # the same message captured twice is one task
+    Column("title", String(200), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("search_text", Text, nullable=False),  # see bot/search.py
+    Column("state", String(16), nullable=False),
+    Column("labels", JSON, nullable=False),
+    Column("assignee", String(100)),
+    Column("attachments", JSON, nullable=False),
+    # Where it came from: who wrote it, in which chat, which message, when, its public link.
+    Column("origin_kind", String(16), nullable=False),
+    Column("origin_name", String(200)),
+    Column("origin_user_id", BigInteger),
+    Column("origin_chat_id", BigInteger),
+    Column("origin_message_id", BigInteger),
+    Column("origin_at", UTCDateTime()),
+    Column("origin_link", String(300)),
+    # The message in our chat that captured it (edits follow it) and the owner who sent it.
+    Column("chat_id", BigInteger),
+    Column("message_id", BigInteger),
+    Column("captured_by", BigInteger),
     Column("created_at", UTCDateTime(), nullable=False),
-    Index("ix_agent_notes_agent", "agent", "created_at"),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("triaged_at", UTCDateTime()),
+    Column("triaged_by", String(120)),  # "owner 1234", "rule reading", ...
+    Column("triage_interaction_id", Integer),  # the card that asks where it goes
+    Column("closed_at", UTCDateTime()),
+    Column("closed_as", String(16)),
+    Index("ix_tasks_open_state", "state", "closed_at", "id"),
+    Index("ix_tasks_message", "chat_id", "message_id"),
+    Index("ix_tasks_assignee", "assignee", "state"),
+)
+
+# Searchable notes: @reference items filed from tasks, and what the owner told an agent by
+# replying to one of its cards (shown to its later runs).
+notes = Table(
+    "notes",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("agent", String(100)),
+    Column("task_id", Integer),
+    Column("interaction_id", Integer),
+    Column("user_id", BigInteger),
+    Column("text", Text, nullable=False),
+    Column("search_text", Text, nullable=False),  # see bot/search.py
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index("ix_notes_agent", "agent", "id"),
 )

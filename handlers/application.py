@@ -17,12 +17,23 @@ from telegram.ext import (
     filters,
 )
 
-from handlers import buttons, cards, commands
+from handlers import buttons, cards, commands, tasks
 from handlers.errors import on_error
 from handlers.gate import gate
 from handlers.services import SERVICES_KEY, Services
 
 BOT_COMMANDS = [
+    ("next", "What you can do now"),
+    ("inbox", "Captured, not triaged yet"),
+    ("waiting", "Waiting on someone"),
+    ("someday", "Someday, maybe"),
+    ("find", "Search every task"),
+    ("recall", "Search your notes"),
+    ("done", "Close a task as done"),
+    ("label", "Add or remove context labels"),
+    ("assign", "Give a task to an agent"),
+    ("task", "Show one task"),
+    ("note", "Say something without capturing it"),
     ("start", "What aegis is"),
     ("help", "What I can do"),
     ("pending", "Cards waiting for you"),
@@ -48,6 +59,17 @@ def build_application(bot: Bot, services: Services) -> Application:
         ("pending", cards.pending),
         ("audit", cards.audit),
         ("demo", cards.demo),
+        ("next", tasks.show_list),
+        ("inbox", tasks.show_list),
+        ("waiting", tasks.show_list),
+        ("someday", tasks.show_list),
+        ("find", tasks.find),
+        ("recall", tasks.recall),
+        ("done", tasks.done),
+        ("label", tasks.label),
+        ("assign", tasks.assign),
+        ("task", tasks.show),
+        ("note", tasks.note),
     ):
         application.add_handler(CommandHandler(name, callback, filters=new_messages))
     application.add_handler(CallbackQueryHandler(buttons.on_button))
@@ -55,5 +77,6 @@ def build_application(bot: Bot, services: Services) -> Application:
         MessageHandler(new_messages & filters.COMMAND, commands.unknown_command)
     )
     application.add_handler(MessageHandler(new_messages & ~filters.COMMAND, commands.text_message))
+    application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, tasks.follow_edit))
     application.add_error_handler(on_error)
     return application

@@ -7,11 +7,13 @@ import logging
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from bot import task_views
 from bot.audit import AuditEvent
 from bot.cards import CALLBACK_KIND
 from handlers.cards import on_card_tap
 from handlers.commands import refresh_markup, status_text
 from handlers.services import services
+from handlers.tasks import on_page_button, on_task_button
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,12 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     if data.kind == CALLBACK_KIND:
         await on_card_tap(update, context, data)
+        return
+    if data.kind in (task_views.TASK_KIND, task_views.ASSIGN_KIND):
+        await on_task_button(update, context, data)
+        return
+    if data.kind in (task_views.PAGE_KIND, task_views.FIND_KIND):
+        await on_page_button(update, context, data)
         return
     if data.kind == "refresh" and data.id == "status":
         await query.answer("Refreshed")

@@ -13,7 +13,7 @@ from bot.audit import AuditEntry
 from bot.callbacks import CallbackData
 from bot.errors import PairingLocked
 from bot.timeutil import short_time
-from handlers.services import services
+from handlers.services import reply, services
 
 logger = logging.getLogger(__name__)
 CODE = re.compile(r"^\s*\d{6}\s*$")
@@ -56,7 +56,7 @@ async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> boo
                 user.id, user.full_name, text.strip(), verifier
             )
         except PairingLocked as exc:
-            await _reply(update, context, str(exc))
+            await reply(update, context, str(exc))
             return True
     if reply is None and message.reply_to_message is not None and text:
         reply = await svc.platform.interactions.reply(
@@ -64,7 +64,7 @@ async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> boo
         )
     if reply is None:
         return False
-    await _reply(update, context, reply.text)
+    await reply(update, context, reply.text)
     return True
 
 
@@ -72,10 +72,10 @@ async def pending(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
     waiting, total = await svc.platform.interactions.open_interactions(PENDING_AT_ONCE)
     if not waiting:
-        await _reply(update, context, "Nothing is waiting for you.")
+        await reply(update, context, "Nothing is waiting for you.")
         return
     more = f" Here are the oldest {len(waiting)}." if total > len(waiting) else ""
-    await _reply(update, context, f"{total} card(s) waiting for you.{more}")
+    await reply(update, context, f"{total} card(s) waiting for you.{more}")
     for interaction in waiting:
         await svc.platform.interactions.resend(interaction, update.effective_chat.id)
 
@@ -83,10 +83,10 @@ async def pending(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def audit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     entries = await services(context).platform.audit.latest(AUDIT_LINES)
     if not entries:
-        await _reply(update, context, "The audit trail is empty so far.")
+        await reply(update, context, "The audit trail is empty so far.")
         return
     lines = [render_audit(entry) for entry in reversed(entries)]
-    await _reply(update, context, "Latest decisions, oldest first:\n\n" + "\n".join(lines))
+    await reply(update, context, "Latest decisions, oldest first:\n\n" + "\n".join(lines))
 
 
 def render_audit(entry: AuditEntry) -> str:
@@ -99,10 +99,3 @@ def render_audit(entry: AuditEntry) -> str:
 async def demo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
     await svc.enqueue("demo_step", update.effective_chat.id, str(update.update_id))
-
-
-async def _reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str) -> None:
-    message = update.effective_message
-    await services(context).say(
-        message.chat_id, text, key=f"reply:{update.update_id}", reply_to=message.message_id
-    )

@@ -5,48 +5,53 @@ from __future__ import annotations
 import asyncio
 import time
 
-from telegram import (
-    MessageOrigin,
-    MessageOriginChannel,
-    MessageOriginChat,
-    MessageOriginHiddenUser,
-    MessageOriginUser,
-    Update,
-)
+from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.errors import BrokerError, PairingError
 from bot.status import gather_status
+from handlers import tasks
 from handlers.cards import answer_card
-from handlers.services import Services, services
+from handlers.services import Services, reply, services
 
 HELP = """aegis is your personal agent platform, driven from this chat.
 
-What works today:
+Capture: forward me anything (or just write it) and it becomes a task in your inbox, with
+buttons to triage it at once: @next, @someday, @waiting, @reference or drop. What you leave in
+the inbox is triaged every 15 minutes, by your rules in aegis.yaml or by a card that asks you.
+/next: what you can do now, grouped by context label
+/inbox, /waiting, /someday: the other lists
+/find words: search every task; /recall words: search your notes and @reference items
+/task 12: one task in full; /done 12: close it
+/label 12 +quick -errand: context labels; /assign 12 agent: give it to an agent
+/note text: say something without capturing it
+
+The gate:
 /demo: watch a demo agent ask before it writes, and ask for a code before it deletes
 /pending: every card still waiting for you, sent again with live buttons
 /audit: the latest decisions of the gate, grants, uses and refusals
-/ping: a round trip through a background worker, with its time
-/status: live processes, queues, database, broker and the latest jobs
-/pair CODE: make another Telegram account an owner with a code from your authenticator
-/help: this message
 
 Every action an agent wants to take passes a gate: reads run, anything else waits for your tap
 on a card, and what cannot be undone also needs a code from your authenticator. Reply to a card
 with text to leave a note for the agent that asked.
 
-Every message I send goes through a durable outbox, so an outage delays a reply, never loses it.
-Capturing messages as tasks and running your own agents arrive in the next releases."""
+The machine:
+/ping: a round trip through a background worker, with its time
+/status: live processes, queues, database, broker and the latest jobs
+/pair CODE: make another Telegram account an owner with a code from your authenticator
+/help: this message
+
+Every message I send goes through a durable outbox, so an outage delays a reply, never loses it."""
 
 START = "Hello! I am aegis.\n\n" + HELP
 
 
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await _reply(update, context, START)
+    await reply(update, context, START)
 
 
 async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await _reply(update, context, HELP)
+    await reply(update, context, HELP)
 
 
 async def ping(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -56,9 +61,7 @@ async def ping(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
-    await _reply(
-        update, context, await status_text(svc), reply_markup=refresh_markup(svc, "status")
-    )
+    await reply(update, context, await status_text(svc), reply_markup=refresh_markup(svc, "status"))
 
 
 async def status_text(svc: Services) -> str:
@@ -87,57 +90,27 @@ async def pair(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     user = update.effective_user
     verifier = svc.verifier()
     if verifier is None:
-        await _reply(update, context, "Pairing is off: run `aegis totp init` on the server first.")
+        await reply(update, context, "Pairing is off: run `aegis totp init` on the server first.")
         return
     if len(context.args) != 1:
-        await _reply(update, context, "Send /pair followed by the 6-digit code, e.g. /pair 123456.")
+        await reply(update, context, "Send /pair followed by the 6-digit code, e.g. /pair 123456.")
         return
     try:
         paired = await svc.owners.pair(user.id, user.full_name, context.args[0], verifier)
     except PairingError as exc:
-        await _reply(update, context, str(exc))
+        await reply(update, context, str(exc))
         return
     text = "Paired: this account is now an owner." if paired else "You are already an owner."
-    await _reply(update, context, text)
+    await reply(update, context, text)
 
 
 async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     command = (update.message.text or "").split(maxsplit=1)[0][:64]
-    await _reply(update, context, f"I don't know {command}. /help lists what I can do.")
+    await reply(update, context, f"I don't know {command}. /help lists what I can do.")
 
 
 async def text_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Anything that is not a command: a code or a reply for a card, else a task to capture."""
     if await answer_card(update, context):
         return
-    origin = update.message.forward_origin
-    if origin is None:
-        text = "Got it, but I only understand commands so far. /help lists them."
-    else:
-        text = (
-            f"That is a message forwarded from {describe_origin(origin)}. Capturing forwards as "
-            "tasks is the next release; /help lists what works today."
-        )
-    await _reply(update, context, text)
-
-
-def describe_origin(origin: MessageOrigin) -> str:
-    if isinstance(origin, MessageOriginUser):
-        return origin.sender_user.full_name
-    if isinstance(origin, MessageOriginHiddenUser):
-        return f"{origin.sender_user_name} (hidden account)"
-    if isinstance(origin, MessageOriginChannel):
-        return f"the channel {origin.chat.title}"
-    if isinstance(origin, MessageOriginChat):
-        return origin.sender_chat.title or "a chat"
-    return "someone"
-
-
-async def _reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options) -> None:
-    message = update.effective_message
-    await services(context).say(
-        message.chat_id,
-        text,
-        key=f"reply:{update.update_id}",
-        reply_to=message.message_id,
-        **options,
-    )
+    await tasks.capture(update, context)

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.callbacks import CallbackSigner
@@ -77,3 +78,15 @@ class Services:
 
 def services(context: ContextTypes.DEFAULT_TYPE) -> Services:
     return context.application.bot_data[SERVICES_KEY]
+
+
+async def reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options) -> None:
+    """Answer the update in its chat, once: a redelivered update finds its answer queued."""
+    message = update.effective_message
+    await services(context).say(
+        message.chat_id,
+        text,
+        key=f"reply:{update.update_id}",
+        reply_to=message.message_id,
+        **options,
+    )

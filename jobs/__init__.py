@@ -7,7 +7,13 @@ from dramatiq.brokers.redis import RedisBroker
 
 from bot.settings import Settings
 
-ACTOR_MODULES = ("jobs.delivery", "jobs.ping", "jobs.interactions", "jobs.demo")
+ACTOR_MODULES = (
+    "jobs.delivery",
+    "jobs.ping",
+    "jobs.interactions",
+    "jobs.demo",
+    "jobs.triage",
+)
 
 
 def load_actors(settings: Settings, redis_url: str, *, namespace: str | None = None) -> RedisBroker:

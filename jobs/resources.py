@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import dramatiq
 from telegram import Bot
@@ -37,9 +38,18 @@ class Resources:
     bot: Bot
     platform: Platform
 
-    async def say(self, chat_id: int, text: str, *, key: str | None = None) -> None:
+    async def say(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        key: str | None = None,
+        reply_markup: dict[str, Any] | None = None,
+    ) -> None:
         """Queue a message and ask for its delivery; if the broker is down, the sweep sends it."""
-        outbox_id, new = await self.outbox.put(chat_id, text, idempotency_key=key)
+        outbox_id, new = await self.outbox.put(
+            chat_id, text, idempotency_key=key, reply_markup=reply_markup
+        )
         if new:
             try:
                 await self.platform.interactions.enqueue("deliver", outbox_id)

@@ -1,0 +1,117 @@
+"""Triage of one inbox task: the chain of triagers (bot/triage.py), else a card that asks the
+owner; and what the owner's answer on that card does.
+
+The card is a choice interaction that holds (a task waits in the inbox for as long as it takes);
+it is recorded on the task in the same transaction that creates it, so a task is asked about
+once however often the sweep runs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.cards import visible
+from bot.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
+from bot.interactions import Interactions
+from bot.store import Store
+from bot.tasks import Closed, State, Task, TaskRefused, Tasks
+from bot.triage import OUTCOMES, Triage, Triager, suggest
+
+ASKER = "triage"
+DROP = "drop"
+# The card's options, in order: every state label a task can leave the inbox with, then drop.
+CARD_OPTIONS = (*(str(state) for state in OUTCOMES.values()), DROP)
+EXCERPT_CHARS = 600
+
+
+class Step(enum.StrEnum):
+    SKIPPED = "skipped"  # closed, out of the inbox, or asked about already
+    TRIAGED = "triaged"
+    ASKED = "asked"
+
+
+@dataclass(frozen=True)
+class Result:
+    step: Step
+    task: Task | None = None
+    verdict: Triage | None = None
+
+
+class _AskedBefore(Exception):
+    pass
+
+
+class Inbox:
+    def __init__(
+        self, store: Store, tasks: Tasks, interactions: Interactions, triagers: Sequence[Triager]
+    ) -> None:
+        self.store = store
+        self.tasks = tasks
+        self.interactions = interactions
+        self.triagers = triagers
+
+    async def triage(self, task_id: int) -> Result:
+        task = await self.tasks.get(task_id)
+        if task is None or not task.is_open or task.state is not State.INBOX:
+            return Result(Step.SKIPPED, task)
+        if task.triage_interaction_id is not None or task.chat_id is None:
+            return Result(Step.SKIPPED, task)
+        verdict = await suggest(self.triagers, task)
+        if verdict is None:
+            asked = await self._ask(task)
+            return Result(Step.ASKED if asked else Step.SKIPPED, task)
+        try:
+            moved = await self.tasks.triage(task_id, verdict)
+        except TaskRefused:  # the owner triaged or closed it meanwhile
+            return Result(Step.SKIPPED, task)
+        return Result(Step.TRIAGED, moved, verdict)
+
+    async def _ask(self, task: Task) -> bool:
+        ask = Ask(
+            kind=Kind.CHOICE,
+            agent=ASKER,
+            chat_id=task.chat_id,
+            prompt=_question(task),
+            options=CARD_OPTIONS,
+            timeout=None,
+            timeout_policy=TimeoutPolicy.HOLD,
+            continuation_actor="apply_triage",
+            continuation_kwargs={"task_id": task.id},
+        )
+        effects = Effects()
+        try:
+            async with self.store.write() as conn:
+                interaction = await self.interactions.create_in(conn, ask, effects)
+                if not await self.tasks.ask_about(conn, task.id, interaction.id):
+                    raise _AskedBefore  # rolls the card back with the transaction
+        except _AskedBefore:
+            return False
+        await self.interactions.announce(effects)
+        return True
+
+    async def answer(self, task_id: int, settled: Interaction) -> str:
+        """What the owner's choice on the card does; the sentence to tell them."""
+        if settled.outcome != Outcome.CHOSEN:
+            return f"Task {task_id} stays in the inbox."
+        try:
+            if settled.answer == DROP:
+                task = await self.tasks.close(task_id, Closed.DROPPED)
+                return f"Task {task.id} dropped: {visible(task.title)}"
+            state = State(settled.answer)
+            verdict = Triage(state, f"owner {settled.resolved_by_name or settled.resolved_by}")
+            task = await self.tasks.triage(task_id, verdict)
+        except (TaskRefused, ValueError) as exc:
+            return str(exc)
+        return f"Task {task.id} → {task.state}: {visible(task.title)}"
+
+
+def _question(task: Task) -> str:
+    lines = [f"Where does task {task.id} go?", "", task.title]
+    if task.body and task.body != task.title:
+        body = task.body if len(task.body) <= EXCERPT_CHARS else task.body[:EXCERPT_CHARS] + "…"
+        lines += ["", body]
+    if task.origin_kind != "self" and task.origin_name:
+        lines += ["", f"Forwarded from {task.origin_name}"]
+    return "\n".join(lines)

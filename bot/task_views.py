@@ -1,0 +1,213 @@
+"""How tasks look in chat: the capture receipt, the lists (``/next`` grouped by context label),
+the weekly review, and their buttons. Callback data is signed (bot/callbacks.py):
+
+- ``task:<id>:<choice>``: triage or change one task (``next``, ``someday``, ``waiting``,
+  ``reference``, ``drop``, ``done``, ``assign``);
+- ``assign:<id>:<agent>``: give the task to that agent;
+- ``page:<view>:<n>``: page ``n`` of a list (``next``, ``inbox``, ``waiting``, ``someday``);
+- ``find:<words>:<n>``: page ``n`` of a search, its words joined by ``+``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
+from bot.cards import visible
+from bot.tasks import Captured, Page, State, Task, group_by_label
+from bot.timeutil import short_time
+
+TASK_KIND = "task"
+ASSIGN_KIND = "assign"
+PAGE_KIND = "page"
+FIND_KIND = "find"
+LISTS = {
+    "next": State.NEXT,
+    "inbox": State.INBOX,
+    "waiting": State.WAITING,
+    "someday": State.SOMEDAY,
+}
+LIST_TITLES = {
+    "next": "What you can do now (@next)",
+    "inbox": "Inbox: not triaged yet",
+    "waiting": "Waiting on someone (@waiting)",
+    "someday": "Someday, maybe (@someday)",
+}
+EMPTY = {
+    "next": "Nothing in @next. /inbox shows what waits for triage.",
+    "inbox": "The inbox is empty. Forward me anything to capture it.",
+    "waiting": "Nothing is @waiting.",
+    "someday": "Nothing in @someday.",
+}
+BUTTONS_PER_PAGE = 5  # tasks with their own row of buttons, on one page
+
+
+def captured_text(captured: Captured) -> str:
+    task = captured.task
+    if captured.new:
+        return (
+            f"Captured as task {task.id}: {_title(task)}\n"
+            "Where does it go? Or leave it in the inbox for now."
+        )
+    return f"Already captured as task {task.id} ({task.describe_state()}): {_title(task)}"
+
+
+def triage_markup(signer: CallbackSigner, task_id: int) -> dict[str, Any]:
+    def button(text: str, choice: str) -> dict[str, str]:
+        return {"text": text, "callback_data": signer.sign(TASK_KIND, str(task_id), choice)}
+
+    return {
+        "inline_keyboard": [
+            [button("@next", "next"), button("@someday", "someday"), button("@waiting", "waiting")],
+            [button("@reference", "reference"), button("Drop", "drop")],
+        ]
+    }
+
+
+def task_line(task: Task) -> str:
+    extras = []
+    if task.labels:
+        extras.append(" ".join(f"#{label}" for label in task.labels))
+    if task.assignee:
+        extras.append(f"→ {task.assignee}")
+    tail = f"  ({'; '.join(extras)})" if extras else ""
+    return f"{task.id}. {_title(task)}{tail}"
+
+
+def list_view(signer: CallbackSigner, view: str, page: Page) -> tuple[str, dict[str, Any] | None]:
+    """A page of one list, with buttons for its first tasks and to turn the page."""
+    if page.total == 0:
+        return EMPTY[view], None
+    lines = [f"{LIST_TITLES[view]}: {page.total} {_tasks(page.total)}", ""]
+    if view == "next":
+        for label, grouped in group_by_label(page.tasks).items():
+            lines.append(f"#{label}")
+            lines += [f"  {task_line(task)}" for task in grouped]
+    else:
+        lines += [task_line(task) for task in page.tasks]
+    lines += _page_footer(page)
+    rows = [_row_for(signer, view, task) for task in page.tasks[:BUTTONS_PER_PAGE]]
+    rows += _pager(signer, PAGE_KIND, view, page)
+    return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+
+
+def found_view(
+    signer: CallbackSigner, query_words: list[str], page: Page
+) -> tuple[str, dict[str, Any] | None]:
+    shown = " ".join(query_words)
+    if page.total == 0:
+        return f"No task holds {shown!r}.", None
+    lines = [f"Tasks with {shown!r}: {page.total}", ""]
+    lines += [f"{task_line(task)}  [{task.describe_state()}]" for task in page.tasks]
+    lines += _page_footer(page)
+    key = "+".join(query_words)
+    rows = []
+    if _fits(FIND_KIND, key):
+        rows = _pager(signer, FIND_KIND, key, page)
+    elif page.has_next:
+        lines.append("Add words to narrow the search; these words are too long to page.")
+    return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+
+
+def task_detail(task: Task) -> str:
+    lines = [f"Task {task.id} [{task.describe_state()}]: {_title(task)}"]
+    if task.body and task.body != task.title:
+        lines += ["", visible(task.body)]
+    facts = [f"captured {short_time(task.created_at)}"]
+    if task.origin_kind != "self" and task.origin_name:
+        facts.append(f"from {visible(task.origin_name)}")
+    if task.origin_link:
+        facts.append(task.origin_link)
+    if task.labels:
+        facts.append(" ".join(f"#{label}" for label in task.labels))
+    if task.assignee:
+        facts.append(f"assigned to {task.assignee}")
+    files = [a for a in task.attachments if a.get("kind") not in ("text", "link")]
+    if files:
+        facts.append(f"{len(files)} attachment{'s' if len(files) != 1 else ''}")
+    return "\n".join([*lines, "", "; ".join(facts)])
+
+
+def review_view(
+    signer: CallbackSigner, someday: Page, waiting: Page
+) -> tuple[str, dict[str, Any] | None]:
+    """The weekly review: ``@someday`` resurfaced, ``@waiting`` older than a week listed."""
+    lines = ["Weekly review", ""]
+    if someday.total:
+        lines.append(f"Someday, maybe: {someday.total}. Is any of these for now?")
+        lines += [f"  {task_line(task)}" for task in someday.tasks]
+        if someday.has_next:
+            lines.append(f"  … and {someday.total - len(someday.tasks)} more: /someday")
+    else:
+        lines.append("Nothing in @someday.")
+    lines.append("")
+    if waiting.total:
+        lines.append(f"Waiting for over a week: {waiting.total}. Time to chase them?")
+        lines += [f"  {task_line(task)}" for task in waiting.tasks]
+        if waiting.has_next:
+            lines.append(f"  … and {waiting.total - len(waiting.tasks)} more: /waiting")
+    else:
+        lines.append("Nothing has waited for over a week.")
+    rows = [
+        [_button(signer, TASK_KIND, str(task.id), "next", f"{task.id} → @next")]
+        for task in someday.tasks[:BUTTONS_PER_PAGE]
+    ]
+    rows += [
+        [_button(signer, TASK_KIND, str(task.id), "done", f"{task.id} done")]
+        for task in waiting.tasks[:BUTTONS_PER_PAGE]
+    ]
+    return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+
+
+def assign_markup(signer: CallbackSigner, task_id: int, agents: list[str]) -> dict[str, Any]:
+    rows = [
+        [_button(signer, ASSIGN_KIND, str(task_id), slug, slug)]
+        for slug in agents
+        if _fits(ASSIGN_KIND, f"{task_id}:{slug}")
+    ]
+    return {"inline_keyboard": rows}
+
+
+def _row_for(signer: CallbackSigner, view: str, task: Task) -> list[dict[str, str]]:
+    if view == "inbox":
+        choices = [("next", "@next"), ("someday", "someday"), ("drop", "drop")]
+    else:
+        choices = [("done", "done"), ("someday", "someday"), ("waiting", "waiting")]
+        choices = [c for c in choices if LISTS.get(c[0]) is not task.state]
+        choices.append(("assign", "assign"))
+    return [
+        _button(signer, TASK_KIND, str(task.id), choice, f"{task.id}: {text}")
+        for choice, text in choices
+    ]
+
+
+def _pager(signer: CallbackSigner, kind: str, what: str, page: Page) -> list[list[dict]]:
+    row = []
+    if page.number > 0:
+        row.append(_button(signer, kind, what, str(page.number - 1), "‹ Previous"))
+    if page.has_next:
+        row.append(_button(signer, kind, what, str(page.number + 1), "Next ›"))
+    return [row] if row else []
+
+
+def _page_footer(page: Page) -> list[str]:
+    if page.pages == 1:
+        return []
+    return ["", f"Page {page.number + 1} of {page.pages}"]
+
+
+def _button(signer: CallbackSigner, kind: str, id: str, choice: str, text: str) -> dict:
+    return {"text": text, "callback_data": signer.sign(kind, id, choice)}
+
+
+def _fits(kind: str, body: str) -> bool:
+    # kind, body, a page number of up to 6 digits, the mac and the separators
+    return len(f"{kind}:{body}:999999:0123456789".encode()) <= MAX_CALLBACK_BYTES
+
+
+def _title(task: Task) -> str:
+    return visible(task.title)
+
+
+def _tasks(count: int) -> str:
+    return "task" if count == 1 else "tasks"

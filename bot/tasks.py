@@ -1,0 +1,423 @@
+"""Tasks: everything captured lands here, and one question, "what can I do now?", has one answer.
+
+A task always carries exactly one state label (``inbox``, ``@next``, ``@someday``, ``@waiting``,
+``@reference``), free context labels and at most one assignee. Capturing is idempotent on a
+capture key derived from where the message came from (bot/capture.py), so forwarding the same
+message twice makes one task. Leaving the inbox always sets a state label: see bot/triage.py.
+
+Closing a task (done, dropped, or filed as reference) keeps its state label and its row.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bot import search
+from bot.capture import Capture
+from bot.notes import NoteKind, add_note
+from bot.store import Store
+from bot.tables import tasks
+from bot.timeutil import now
+
+if TYPE_CHECKING:
+    from bot.triage import Triage
+
+
+class State(enum.StrEnum):
+    INBOX = "inbox"
+    NEXT = "@next"
+    SOMEDAY = "@someday"
+    WAITING = "@waiting"
+    REFERENCE = "@reference"
+
+
+class Closed(enum.StrEnum):
+    DONE = "done"
+    DROPPED = "dropped"
+    FILED = "filed"  # a @reference item: its content is in the notes store
+
+
+LABEL = re.compile(r"^[^\W_][\w-]{0,31}$")
+MAX_LABELS = 10
+NO_LABEL = "other"
+
+
+class TaskRefused(ValueError):
+    """A change the task cannot take; the message says why in one sentence."""
+
+
+@dataclass(frozen=True)
+class Task:
+    id: int
+    title: str
+    body: str
+    state: State
+    labels: tuple[str, ...]
+    assignee: str | None
+    attachments: tuple[dict[str, Any], ...]
+    origin_kind: str
+    origin_name: str | None
+    origin_user_id: int | None
+    origin_link: str | None
+    chat_id: int | None
+    message_id: int | None
+    created_at: datetime
+    updated_at: datetime
+    triaged_by: str | None
+    triage_interaction_id: int | None
+    closed_at: datetime | None
+    closed_as: Closed | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Task:
+        return cls(
+            id=row.id,
+            title=row.title,
+            body=row.body,
+            state=State(row.state),
+            labels=tuple(row.labels),
+            assignee=row.assignee,
+            attachments=tuple(row.attachments),
+            origin_kind=row.origin_kind,
+            origin_name=row.origin_name,
+            origin_user_id=row.origin_user_id,
+            origin_link=row.origin_link,
+            chat_id=row.chat_id,
+            message_id=row.message_id,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            triaged_by=row.triaged_by,
+            triage_interaction_id=row.triage_interaction_id,
+            closed_at=row.closed_at,
+            closed_as=Closed(row.closed_as) if row.closed_as else None,
+        )
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+    def describe_state(self) -> str:
+        return f"{self.state}, {self.closed_as}" if self.closed_as else str(self.state)
+
+
+@dataclass(frozen=True)
+class Captured:
+    task: Task
+    new: bool  # False: this message was captured before, as ``task``
+    joined: bool = False  # one more message of an album that is already a task
+
+
+@dataclass(frozen=True)
+class Page:
+    tasks: list[Task]
+    total: int
+    number: int  # from 0
+    size: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.size))
+
+    @property
+    def has_next(self) -> bool:
+        return (self.number + 1) * self.size < self.total
+
+
+def parse_label(raw: str) -> str:
+    """A context label as kept: lower case, without a leading ``#``; refused when odd."""
+    label = raw.strip().lstrip("#").casefold()
+    if not LABEL.match(label):
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise TaskRefused(
+            f"{shown!r} is not a label: use up to 32 letters, digits, - or _, "
+            "starting with a letter or digit."
+        )
+    return label
+
+
+class Tasks:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # Capture
+
+    async def capture(self, capture: Capture) -> Captured:
+        """Make ``capture`` a task, once: a message seen before returns its task; one more
+        message of an album adds itself to the album's task."""
+        moment = now()
+        values = {
+            "capture_key": capture.key,
+            "title": capture.title(),
+            "body": capture.text,
+            "search_text": search.search_text(capture.searchable()),
+            "state": State.INBOX,
+            "labels": [],
+            "attachments": list(capture.attachments),
+            "origin_kind": capture.origin.kind,
+            "origin_name": capture.origin.name,
+            "origin_user_id": capture.origin.user_id,
+            "origin_chat_id": capture.origin.chat_id,
+            "origin_message_id": capture.origin.message_id,
+            "origin_at": capture.origin.at,
+            "origin_link": capture.origin.link,
+            "chat_id": capture.chat_id,
+            "message_id": capture.message_id,
+            "captured_by": capture.user_id,
+            "created_at": moment,
+            "updated_at": moment,
+        }
+        try:
+            async with self.store.write() as conn:
+                row = (await conn.execute(insert(tasks).values(**values).returning(tasks))).one()
+                return Captured(Task.from_row(row), new=True)
+        except IntegrityError:
+            pass  # captured before (or a concurrent part of the same album won the insert)
+        async with self.store.write() as conn:
+            row = (
+                await conn.execute(select(tasks).where(tasks.c.capture_key == capture.key))
+            ).one()
+            task = Task.from_row(row)
+            if capture.album is None or capture.message_id == task.message_id:
+                return Captured(task, new=False)
+            if any(part.get("message_id") == capture.message_id for part in task.attachments):
+                return Captured(task, new=False, joined=True)
+            return Captured(await self._join_album(conn, task, capture), new=False, joined=True)
+
+    async def _join_album(self, conn: AsyncConnection, task: Task, capture: Capture) -> Task:
+        body = "\n\n".join(part for part in (task.body, capture.text) if part)
+        attachments = [*task.attachments, *capture.attachments]
+        if not capture.attachments:  # a text part: remember it was seen
+            attachments.append({"kind": "text", "message_id": capture.message_id})
+        row = (
+            await conn.execute(
+                update(tasks)
+                .where(tasks.c.id == task.id)
+                .values(
+                    body=body,
+                    search_text=search.search_text(f"{task.title}\n{body}"),
+                    attachments=attachments,
+                    updated_at=now(),
+                )
+                .returning(tasks)
+            )
+        ).one()
+        return Task.from_row(row)
+
+    async def follow_edit(self, chat_id: int, message_id: int, text: str) -> Task | None:
+        """The message that captured a task was edited: an open task follows it. Returns the
+        task (closed ones unchanged), or None when that message captured nothing."""
+        async with self.store.write() as conn:
+            row = (
+                await conn.execute(
+                    select(tasks).where(
+                        tasks.c.chat_id == chat_id, tasks.c.message_id == message_id
+                    )
+                )
+            ).first()
+            if row is None:
+                return None
+            task = Task.from_row(row)
+            if not task.is_open or text == task.body:
+                return task
+            title = Capture.title_of(text) or task.title
+            row = (
+                await conn.execute(
+                    update(tasks)
+                    .where(tasks.c.id == task.id)
+                    .values(
+                        title=title,
+                        body=text,
+                        search_text=search.search_text(f"{title}\n{text}"),
+                        updated_at=now(),
+                    )
+                    .returning(tasks)
+                )
+            ).one()
+            return Task.from_row(row)
+
+    # Changes
+
+    async def triage(self, task_id: int, verdict: Triage) -> Task:
+        """Take an inbox task out of the inbox as ``verdict`` says. A task already out of it is
+        refused, so two answers to one question cannot both apply."""
+        return await self.move(
+            task_id,
+            verdict.state,
+            verdict.by,
+            from_inbox_only=True,
+            labels=verdict.labels,
+            assignee=verdict.assignee,
+        )
+
+    async def move(
+        self,
+        task_id: int,
+        state: State,
+        by: str,
+        *,
+        from_inbox_only: bool = False,
+        labels: tuple[str, ...] = (),
+        assignee: str | None = None,
+    ) -> Task:
+        """Give an open task a new state label (and add labels, set an assignee);
+        ``@reference`` also files its content as a note and closes the task."""
+        async with self.store.write() as conn:
+            task = await self._open_task(conn, task_id)
+            if from_inbox_only and task.state is not State.INBOX:
+                raise TaskRefused(
+                    f"Task {task_id} was already triaged to {task.state} ({task.triaged_by})."
+                )
+            moment = now()
+            values: dict[str, Any] = {"state": state, "updated_at": moment}
+            if task.state is State.INBOX:
+                values.update(triaged_at=moment, triaged_by=by)
+            if labels:
+                values["labels"] = [*task.labels, *(x for x in labels if x not in task.labels)]
+            if assignee is not None:
+                values["assignee"] = assignee
+            if state is State.REFERENCE:
+                values.update(closed_at=moment, closed_as=Closed.FILED)
+                await add_note(conn, NoteKind.REFERENCE, _note_text(task), task_id=task.id)
+            return await self._update(conn, task_id, values)
+
+    async def close(self, task_id: int, closed_as: Closed) -> Task:
+        async with self.store.write() as conn:
+            await self._open_task(conn, task_id)
+            moment = now()
+            values = {"closed_at": moment, "closed_as": closed_as, "updated_at": moment}
+            return await self._update(conn, task_id, values)
+
+    async def relabel(self, task_id: int, add: list[str], remove: list[str]) -> Task:
+        async with self.store.write() as conn:
+            task = await self._open_task(conn, task_id)
+            labels = [label for label in task.labels if label not in remove]
+            labels += [label for label in add if label not in labels]
+            if len(labels) > MAX_LABELS:
+                raise TaskRefused(f"A task has at most {MAX_LABELS} labels.")
+            return await self._update(conn, task_id, {"labels": labels, "updated_at": now()})
+
+    async def assign(self, task_id: int, agent: str | None) -> Task:
+        async with self.store.write() as conn:
+            await self._open_task(conn, task_id)
+            return await self._update(conn, task_id, {"assignee": agent, "updated_at": now()})
+
+    async def ask_about(self, conn: AsyncConnection, task_id: int, interaction_id: int) -> bool:
+        """Record the card asking where an inbox task goes; False when one was asked already
+        or the task left the inbox meanwhile (the caller's transaction then rolls back)."""
+        marked = await conn.execute(
+            update(tasks)
+            .where(
+                tasks.c.id == task_id,
+                tasks.c.state == State.INBOX,
+                tasks.c.closed_at.is_(None),
+                tasks.c.triage_interaction_id.is_(None),
+            )
+            .values(triage_interaction_id=interaction_id)
+        )
+        return marked.rowcount == 1
+
+    async def _open_task(self, conn: AsyncConnection, task_id: int) -> Task:
+        row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).first()
+        if row is None:
+            raise TaskRefused(f"There is no task {task_id}.")
+        task = Task.from_row(row)
+        if not task.is_open:
+            raise TaskRefused(f"Task {task_id} is already closed ({task.describe_state()}).")
+        return task
+
+    @staticmethod
+    async def _update(conn: AsyncConnection, task_id: int, values: dict[str, Any]) -> Task:
+        row = (
+            await conn.execute(
+                update(tasks).where(tasks.c.id == task_id).values(**values).returning(tasks)
+            )
+        ).one()
+        return Task.from_row(row)
+
+    # Views
+
+    async def get(self, task_id: int) -> Task | None:
+        async with self.store.read() as conn:
+            row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).first()
+        return Task.from_row(row) if row else None
+
+    async def in_state(self, state: State, *, page: int = 0, size: int = 20) -> Page:
+        """Open tasks with this state label, oldest first."""
+        condition = (tasks.c.state == state) & tasks.c.closed_at.is_(None)
+        return await self._page(condition, tasks.c.id, page, size)
+
+    async def find(self, query: str, *, page: int = 0, size: int = 10) -> Page:
+        """Every task, open or closed, holding every word of ``query``; newest first."""
+        words = search.words(query)
+        if not words:
+            return Page([], 0, page, size)
+        condition = search.matches(tasks, words, sqlite=self.store.is_sqlite)
+        return await self._page(condition, tasks.c.id.desc(), page, size)
+
+    async def _page(self, condition, order, page: int, size: int) -> Page:
+        async with self.store.read() as conn:
+            total = (
+                await conn.execute(select(func.count()).select_from(tasks).where(condition))
+            ).scalar_one()
+            rows = await conn.execute(
+                select(tasks).where(condition).order_by(order).limit(size).offset(page * size)
+            )
+            return Page([Task.from_row(row) for row in rows.all()], total, page, size)
+
+    async def untriaged(self, *, limit: int = 100) -> list[int]:
+        """Open inbox tasks nobody has been asked about yet, oldest first."""
+        query = (
+            select(tasks.c.id)
+            .where(
+                tasks.c.state == State.INBOX,
+                tasks.c.closed_at.is_(None),
+                tasks.c.triage_interaction_id.is_(None),
+            )
+            .order_by(tasks.c.id)
+            .limit(limit)
+        )
+        async with self.store.read() as conn:
+            return list((await conn.execute(query)).scalars())
+
+    async def for_review(self, *, waiting_for: timedelta = timedelta(days=7), limit: int = 30):
+        """What a weekly review shows: open ``@someday`` tasks, and ``@waiting`` tasks untouched
+        for longer than ``waiting_for``; each oldest first, with its total count."""
+        someday = await self.in_state(State.SOMEDAY, size=limit)
+        stale = (
+            (tasks.c.state == State.WAITING)
+            & tasks.c.closed_at.is_(None)
+            & (tasks.c.updated_at < now() - waiting_for)
+        )
+        waiting = await self._page(stale, tasks.c.id, 0, limit)
+        return someday, waiting
+
+    async def capturing_chats(self) -> list[int]:
+        """The chats tasks were captured in: the owners' chats a review goes to."""
+        query = select(tasks.c.chat_id).where(tasks.c.chat_id.is_not(None)).distinct()
+        async with self.store.read() as conn:
+            return sorted((await conn.execute(query)).scalars())
+
+
+def group_by_label(page: list[Task]) -> dict[str, list[Task]]:
+    """Tasks under their first context label (``other`` for none), labels in name order."""
+    groups: dict[str, list[Task]] = {}
+    for task in page:
+        groups.setdefault(task.labels[0] if task.labels else NO_LABEL, []).append(task)
+    return dict(sorted(groups.items(), key=lambda item: (item[0] == NO_LABEL, item[0])))
+
+
+def _note_text(task: Task) -> str:
+    parts = [task.title]
+    if task.body and task.body != task.title:
+        parts.append(task.body)
+    if task.origin_link:
+        parts.append(task.origin_link)
+    return "\n\n".join(parts)

@@ -1,0 +1,243 @@
+"""Capture and the task commands: thin handlers over bot/tasks.py, texts from bot/task_views.py.
+
+Any message that is not a command (nor a code or a reply for a card) is captured as a task;
+``/note`` keeps a message out. Lists page with buttons; every change answers in one sentence,
+and a change a task cannot take (no such task, already closed, an odd label) changes nothing.
+"""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from bot import task_views
+from bot.callbacks import CallbackData
+from bot.cards import visible
+from bot.search import words
+from bot.tasks import Closed, State, TaskRefused, parse_label
+from handlers.capture import capture_of
+from handlers.services import Services, reply, services
+
+PAGE_SIZE = 20
+FOUND_PER_PAGE = 10
+RECALLED = 5
+MOVES = {"next": State.NEXT, "someday": State.SOMEDAY, "waiting": State.WAITING}
+
+
+async def capture(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    captured = await svc.platform.tasks.capture(capture_of(update.message))
+    if captured.joined:
+        return  # one more photo of an album: the album's first message was answered
+    markup = None
+    if captured.new:
+        markup = task_views.triage_markup(svc.signer, captured.task.id)
+    await reply(update, context, task_views.captured_text(captured), reply_markup=markup)
+
+
+async def follow_edit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    message = update.edited_message
+    text = message.text or message.caption or ""
+    task = await services(context).platform.tasks.follow_edit(
+        message.chat_id, message.message_id, text
+    )
+    if task is None:
+        return  # that message captured nothing (a command, a /note, a code)
+    if not task.is_open:
+        answer = f"Task {task.id} is closed ({task.describe_state()}); your edit is not applied."
+    else:
+        answer = f"Task {task.id} follows your edit: {visible(task.title)}"
+    await reply(update, context, answer)
+
+
+async def note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await reply(update, context, "Not captured: /note keeps a message out of your tasks.")
+
+
+async def show_list(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    view = update.message.text.split(maxsplit=1)[0].lstrip("/").split("@")[0]
+    await _send_list(update, context, view, 0)
+
+
+async def _send_list(update, context, view: str, page: int) -> None:
+    svc = services(context)
+    listed = await svc.platform.tasks.in_state(task_views.LISTS[view], page=page, size=PAGE_SIZE)
+    text, markup = task_views.list_view(svc.signer, view, listed)
+    await reply(update, context, text, reply_markup=markup)
+
+
+async def find(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    query_words = words(" ".join(context.args))
+    if not query_words:
+        await reply(update, context, "Send /find followed by words, e.g. /find invoice march.")
+        return
+    await _send_found(update, context, query_words, 0)
+
+
+async def _send_found(update, context, query_words: list[str], page: int) -> None:
+    svc = services(context)
+    found = await svc.platform.tasks.find(" ".join(query_words), page=page, size=FOUND_PER_PAGE)
+    text, markup = task_views.found_view(svc.signer, query_words, found)
+    await reply(update, context, text, reply_markup=markup)
+
+
+async def recall(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    query = " ".join(context.args)
+    if not words(query):
+        await reply(update, context, "Send /recall followed by words, e.g. /recall wifi password.")
+        return
+    found, total = await services(context).platform.notes.search(query, limit=RECALLED)
+    if not found:
+        await reply(update, context, f"No note holds {' '.join(words(query))!r}.")
+        return
+    shown = f", the newest {len(found)}" if total > len(found) else ""
+    lines = [f"{total} note{'s' if total != 1 else ''}{shown}:"]
+    for item in found:
+        source = f"task {item.task_id}" if item.task_id else f"for {item.agent}"
+        lines += ["", f"[{source}] {visible(item.text)}"]
+    await reply(update, context, "\n".join(lines))
+
+
+async def show(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    task_id = await _task_id(update, context, "/task 12 shows task 12.")
+    if task_id is None:
+        return
+    task = await services(context).platform.tasks.get(task_id)
+    await reply(
+        update, context, task_views.task_detail(task) if task else f"There is no task {task_id}."
+    )
+
+
+async def done(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    task_id = await _task_id(update, context, "Send /done and the task's number, e.g. /done 12.")
+    if task_id is not None:
+        await _change(update, context, _close(services(context), task_id, Closed.DONE))
+
+
+async def label(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    usage = "Send /label, the task's number and labels to add or remove: /label 12 +quick -errand"
+    task_id = await _task_id(update, context, usage)
+    if task_id is None:
+        return
+    changes = context.args[1:]
+    if not changes:
+        await reply(update, context, usage)
+        return
+    add, remove = [], []
+    try:
+        for change in changes:
+            (remove if change.startswith("-") else add).append(parse_label(change.lstrip("+-")))
+    except TaskRefused as exc:
+        await reply(update, context, f"{exc} Nothing was changed.")
+        return
+
+    async def relabel() -> str:
+        task = await services(context).platform.tasks.relabel(task_id, add, remove)
+        shown = " ".join(f"#{name}" for name in task.labels) or "none"
+        return f"Task {task.id} labels: {shown}"
+
+    await _change(update, context, relabel())
+
+
+async def assign(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    usage = "Send /assign, the task's number and an agent: /assign 12 demo (or 'nobody')."
+    task_id = await _task_id(update, context, usage)
+    if task_id is None:
+        return
+    if len(context.args) != 2:
+        await reply(update, context, usage)
+        return
+    await _change(update, context, _assign(services(context), task_id, context.args[1]))
+
+
+async def on_task_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, data: CallbackData
+) -> None:
+    query = update.callback_query
+    svc = services(context)
+    if not data.id.isdigit():
+        await query.answer("That task does not exist; nothing was done.", show_alert=True)
+        return
+    task_id = int(data.id)
+    if data.kind == task_views.ASSIGN_KIND:
+        outcome = _assign(svc, task_id, data.choice)
+    elif data.choice == "assign":
+        agents = sorted(svc.platform.catalog.agents)
+        await query.answer()
+        await reply(
+            update,
+            context,
+            f"Who takes task {task_id}?",
+            reply_markup=task_views.assign_markup(svc.signer, task_id, agents),
+        )
+        return
+    elif data.choice in ("done", "drop"):
+        outcome = _close(svc, task_id, Closed.DONE if data.choice == "done" else Closed.DROPPED)
+    elif data.choice in (*MOVES, "reference"):
+        outcome = _move(svc, task_id, data.choice, query.from_user.full_name)
+    else:
+        await query.answer("That button no longer does anything; nothing was done.")
+        return
+    try:
+        text = await outcome
+    except TaskRefused as exc:
+        await query.answer(str(exc), show_alert=True)
+        return
+    await query.answer(text[:190])
+    await reply(update, context, text)
+
+
+async def on_page_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, data: CallbackData
+) -> None:
+    query = update.callback_query
+    if not data.choice.isdigit():
+        await query.answer("That page does not exist.", show_alert=True)
+        return
+    page = int(data.choice)
+    await query.answer()
+    if data.kind == task_views.FIND_KIND:
+        await _send_found(update, context, data.id.split("+"), page)
+    elif data.id in task_views.LISTS:
+        await _send_list(update, context, data.id, page)
+
+
+async def _move(svc: Services, task_id: int, choice: str, who: str) -> str:
+    state = State.REFERENCE if choice == "reference" else MOVES[choice]
+    task = await svc.platform.tasks.move(task_id, state, f"owner {who}")
+    if state is State.REFERENCE:
+        return f"Task {task.id} filed as @reference; /recall finds it: {visible(task.title)}"
+    return f"Task {task.id} → {task.state}: {visible(task.title)}"
+
+
+async def _close(svc: Services, task_id: int, closed_as: Closed) -> str:
+    task = await svc.platform.tasks.close(task_id, closed_as)
+    return f"Task {task.id} {closed_as}: {visible(task.title)}"
+
+
+async def _assign(svc: Services, task_id: int, agent: str) -> str:
+    if agent.casefold() in ("nobody", "none", "-"):
+        task = await svc.platform.tasks.assign(task_id, None)
+        return f"Task {task.id} is assigned to nobody now."
+    if agent not in svc.platform.catalog.agents:
+        known = ", ".join(sorted(svc.platform.catalog.agents))
+        raise TaskRefused(f"There is no agent {agent[:40]!r}; the agents are: {known}.")
+    task = await svc.platform.tasks.assign(task_id, agent)
+    return f"Task {task.id} is assigned to {agent}: {visible(task.title)}"
+
+
+async def _change(update, context, outcome) -> None:
+    try:
+        text = await outcome
+    except TaskRefused as exc:
+        text = f"{exc} Nothing was changed."
+    await reply(update, context, text)
+
+
+async def _task_id(update, context, usage: str) -> int | None:
+    first = context.args[0] if context.args else ""
+    number = first.lstrip("#")
+    if not number.isdigit() or len(number) > 12:
+        await reply(update, context, usage)
+        return None
+    return int(number)
