@@ -30,7 +30,7 @@ async def on_card_tap(
     if not data.id.isdigit():
         await query.answer("That card does not exist; nothing was done.", show_alert=True)
         return
-    reply = await svc.platform.interactions.tap(
+    answer = await svc.platform.interactions.tap(
         int(data.id),
         data.choice,
         user.id,
@@ -38,7 +38,7 @@ async def on_card_tap(
         codes_ready=svc.totp_secret() is not None,
     )
     # A tap that changed nothing gets its answer as an alert, so it cannot be missed.
-    await query.answer(reply.text, show_alert=not reply.changed)
+    await query.answer(answer.text, show_alert=not answer.changed)
 
 
 async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
@@ -47,24 +47,24 @@ async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> boo
     svc = services(context)
     user = update.effective_user
     text = message.text or message.caption or ""
-    reply = None
+    answer = None
     verifier = svc.verifier()
     # A code first, even sent as a reply to the card: it must never be kept as a note.
     if verifier is not None and CODE.match(text):
         try:
-            reply = await svc.platform.interactions.submit_code(
+            answer = await svc.platform.interactions.submit_code(
                 user.id, user.full_name, text.strip(), verifier
             )
         except PairingLocked as exc:
             await reply(update, context, str(exc))
             return True
-    if reply is None and message.reply_to_message is not None and text:
-        reply = await svc.platform.interactions.reply(
+    if answer is None and message.reply_to_message is not None and text:
+        answer = await svc.platform.interactions.reply(
             message.chat_id, message.reply_to_message.message_id, user.id, user.full_name, text
         )
-    if reply is None:
+    if answer is None:
         return False
-    await reply(update, context, reply.text)
+    await reply(update, context, answer.text)
     return True
 
 

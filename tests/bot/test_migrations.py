@@ -8,18 +8,25 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from bot import migrate
+from bot import migrate, search
 from bot.store import Store
 from bot.tables import metadata
 
-REVISIONS = ["0001", "0002"]
+REVISIONS = ["0001", "0002", "0003"]
 HEAD = REVISIONS[-1]
+SEARCH_INDEXES = search.index_names()
 
 
 async def schema_differences(store: Store) -> list:
     def compare(connection) -> list:
         context = MigrationContext.configure(
-            connection, opts={"compare_type": True, "compare_server_default": True}
+            connection,
+            opts={
+                "compare_type": True,
+                "compare_server_default": True,
+                # bot/search.py's indexes live outside bot.tables (FTS5 tables, GIN indexes)
+                "include_name": lambda name, kind, parents: name not in SEARCH_INDEXES,
+            },
         )
         return compare_metadata(context, metadata)
 
@@ -29,7 +36,8 @@ async def schema_differences(store: Store) -> list:
 
 async def table_names(store: Store) -> set[str]:
     async with store.read() as conn:
-        return set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+        names = set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+    return names - SEARCH_INDEXES
 
 
 async def current_heads(store: Store) -> tuple[str, ...]:
@@ -84,7 +92,9 @@ async def test_the_comparison_would_see_a_drift(store):
     Table("outbox", drifted, Column("priority", Integer), extend_existing=True)
 
     def compare(connection) -> list:
-        return compare_metadata(MigrationContext.configure(connection), drifted)
+        skip_search = {"include_name": lambda name, kind, parents: name not in SEARCH_INDEXES}
+        context = MigrationContext.configure(connection, opts=skip_search)
+        return compare_metadata(context, drifted)
 
     async with store.read() as conn:
         differences = await conn.run_sync(compare)
