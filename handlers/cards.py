@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 CODE = re.compile(r"^\s*\d{6}\s*$")
 PENDING_AT_ONCE = 10
 AUDIT_LINES = 20
+NO_CARD_OWES_A_CODE = "No card is waiting for a code, so I did not keep this one anywhere."
 
 
 async def on_card_tap(
@@ -57,6 +58,9 @@ async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> boo
             )
         except PairingLocked as exc:
             await reply(update, context, str(exc))
+            return True
+        if answer is None:  # a code is never captured as a task, nor kept as a note
+            await reply(update, context, NO_CARD_OWES_A_CODE)
             return True
     if answer is None and message.reply_to_message is not None and text:
         answer = await svc.platform.interactions.reply(
