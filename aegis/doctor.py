@@ -14,7 +14,7 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot import migrate
-from bot.config_file import load_catalog
+from bot.config_file import load_config
 from bot.errors import PolicyConfigError, StoreError
 from bot.secrets import SecretFiles
 from bot.settings import Settings, is_loopback
@@ -150,11 +150,14 @@ def _totp(settings: Settings) -> Finding:
 def _config_file(settings: Settings) -> Finding:
     path = settings.config_file
     try:
-        catalog = load_catalog(path)
+        config = load_config(path)
     except PolicyConfigError as exc:
         return Finding(False, f"{exc}. Fix the file or point AEGIS_CONFIG_FILE elsewhere.")
     if not path.exists():
         return Finding(True, f"No {path}: only the built-in tools and the demo agent.")
+    catalog, rules = config.catalog, config.triage_rules
     return Finding(
-        True, f"{path}: {len(catalog.tools)} tools and {len(catalog.agents)} agents declared."
+        True,
+        f"{path}: {len(catalog.tools)} tools, {len(catalog.agents)} agents and "
+        f"{len(rules)} triage rules declared.",
     )
