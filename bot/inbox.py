@@ -24,10 +24,13 @@ DROP = "drop"
 # The card's options, in order: every state label a task can leave the inbox with, then drop.
 CARD_OPTIONS = (*(str(state) for state in OUTCOMES.values()), DROP)
 EXCERPT_CHARS = 600
+# At most this many triage cards wait at once; the rest of the inbox is asked about on later
+# sweeps, as cards are answered (thirty forwards in a burst are not thirty cards at once).
+MAX_OPEN_CARDS = 10
 
 
 class Step(enum.StrEnum):
-    SKIPPED = "skipped"  # closed, out of the inbox, or asked about already
+    SKIPPED = "skipped"  # closed, out of the inbox, asked about already, or too many cards open
     TRIAGED = "triaged"
     ASKED = "asked"
 
@@ -69,6 +72,8 @@ class Inbox:
         return Result(Step.TRIAGED, moved, verdict)
 
     async def _ask(self, task: Task) -> bool:
+        if await self.interactions.open_count(agent=ASKER) >= MAX_OPEN_CARDS:
+            return False
         ask = Ask(
             kind=Kind.CHOICE,
             agent=ASKER,

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot import cards
@@ -300,6 +300,16 @@ class Interactions(Answers):
         return [Interaction.from_row(row) for row in rows], total
 
     @staticmethod
+    async def open_count(self, *, agent: str) -> int:
+        """How many cards of this asker wait for an answer."""
+        query = (
+            select(func.count())
+            .select_from(interactions)
+            .where(interactions.c.agent == agent, interactions.c.status.in_(OPEN))
+        )
+        async with self.store.read() as conn:
+            return (await conn.execute(query)).scalar_one()
+
     async def open_for_hash(
         conn: AsyncConnection, args_hash: str, *, step_up: bool = False
     ) -> Interaction | None:
