@@ -278,7 +278,7 @@ class Tasks:
             moment = now()
             values: dict[str, Any] = {"state": state, "updated_at": moment}
             if task.state is State.INBOX:
-                values.update(triaged_at=moment, triaged_by=by)
+                values.update(triaged_at=moment, triaged_by=by[:120])
             if labels:
                 values["labels"] = [*task.labels, *(x for x in labels if x not in task.labels)]
             if assignee is not None:
