@@ -83,8 +83,3 @@ class Capture:
         if self.origin.kind != "self" and self.origin.name:
             described += f" from {self.origin.name}"
         return described[:TITLE_CHARS]
-
-    def searchable(self) -> str:
-        """What search finds the task by: its title, text, file names and who sent it."""
-        names = [a.get("file_name") or a.get("url") or "" for a in self.attachments]
-        return "\n".join([self.title(), self.text, *names, self.origin.name or ""])

@@ -133,21 +133,16 @@ def review_view(
 ) -> tuple[str, dict[str, Any] | None]:
     """The weekly review: ``@someday`` resurfaced, ``@waiting`` older than a week listed."""
     lines = ["Weekly review", ""]
-    if someday.total:
-        lines.append(f"Someday, maybe: {someday.total}. Is any of these for now?")
-        lines += [f"  {task_line(task)}" for task in someday.tasks]
-        if someday.has_next:
-            lines.append(f"  … and {someday.total - len(someday.tasks)} more: /someday")
-    else:
-        lines.append("Nothing in @someday.")
+    lines += _review_section(
+        someday, "someday", "Someday, maybe: {}. Is any of these for now?", "Nothing in @someday."
+    )
     lines.append("")
-    if waiting.total:
-        lines.append(f"Waiting for over a week: {waiting.total}. Time to chase them?")
-        lines += [f"  {task_line(task)}" for task in waiting.tasks]
-        if waiting.has_next:
-            lines.append(f"  … and {waiting.total - len(waiting.tasks)} more: /waiting")
-    else:
-        lines.append("Nothing has waited for over a week.")
+    lines += _review_section(
+        waiting,
+        "waiting",
+        "Waiting for over a week: {}. Time to chase them?",
+        "Nothing has waited for over a week.",
+    )
     rows = [
         [_button(signer, TASK_KIND, str(task.id), "next", f"{task.id} → @next")]
         for task in someday.tasks[:BUTTONS_PER_PAGE]
@@ -157,6 +152,15 @@ def review_view(
         for task in waiting.tasks[:BUTTONS_PER_PAGE]
     ]
     return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+
+
+def _review_section(page: Page, view: str, heading: str, empty: str) -> list[str]:
+    if not page.total:
+        return [empty]
+    lines = [heading.format(page.total), *(f"  {task_line(task)}" for task in page.tasks)]
+    if page.has_next:
+        lines.append(f"  … and {page.total - len(page.tasks)} more: /{view}")
+    return lines
 
 
 def assign_markup(signer: CallbackSigner, task_id: int, agents: list[str]) -> dict[str, Any]:

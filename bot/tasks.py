@@ -157,7 +157,9 @@ class Tasks:
             "capture_key": capture.key,
             "title": capture.title(),
             "body": capture.text,
-            "search_text": search.search_text(capture.searchable()),
+            "search_text": _search_text(
+                capture.title(), capture.text, capture.attachments, capture.origin.name
+            ),
             "state": State.INBOX,
             "labels": [],
             "attachments": list(capture.attachments),
@@ -196,52 +198,27 @@ class Tasks:
         attachments = [*task.attachments, *capture.attachments]
         if not capture.attachments:  # a text part: remember it was seen
             attachments.append({"kind": "text", "message_id": capture.message_id})
-        row = (
-            await conn.execute(
-                update(tasks)
-                .where(tasks.c.id == task.id)
-                .values(
-                    body=body,
-                    search_text=search.search_text(f"{task.title}\n{body}"),
-                    attachments=attachments,
-                    updated_at=now(),
-                )
-                .returning(tasks)
-            )
-        ).one()
-        return Task.from_row(row)
+        values = {"body": body, "attachments": attachments, "updated_at": now()}
+        values["search_text"] = _search_text(task.title, body, attachments, task.origin_name)
+        return await self._update(conn, task.id, values)
 
     async def follow_edit(self, chat_id: int, message_id: int, text: str) -> Task | None:
         """The message that captured a task was edited: an open task follows it. Returns the
         task (closed ones unchanged), or None when that message captured nothing."""
         async with self.store.write() as conn:
-            row = (
-                await conn.execute(
-                    select(tasks).where(
-                        tasks.c.chat_id == chat_id, tasks.c.message_id == message_id
-                    )
-                )
-            ).first()
+            query = select(tasks).where(
+                tasks.c.chat_id == chat_id, tasks.c.message_id == message_id
+            )
+            row = (await conn.execute(query)).first()
             if row is None:
                 return None
             task = Task.from_row(row)
             if not task.is_open or text == task.body:
                 return task
             title = Capture.title_of(text) or task.title
-            row = (
-                await conn.execute(
-                    update(tasks)
-                    .where(tasks.c.id == task.id)
-                    .values(
-                        title=title,
-                        body=text,
-                        search_text=search.search_text(f"{title}\n{text}"),
-                        updated_at=now(),
-                    )
-                    .returning(tasks)
-                )
-            ).one()
-            return Task.from_row(row)
+            values = {"title": title, "body": text, "updated_at": now()}
+            values["search_text"] = _search_text(title, text, task.attachments, task.origin_name)
+            return await self._update(conn, task.id, values)
 
     # Changes
 
@@ -412,6 +389,12 @@ def group_by_label(page: list[Task]) -> dict[str, list[Task]]:
     for task in page:
         groups.setdefault(task.labels[0] if task.labels else NO_LABEL, []).append(task)
     return dict(sorted(groups.items(), key=lambda item: (item[0] == NO_LABEL, item[0])))
+
+
+def _search_text(title: str, body: str, attachments, origin_name: str | None) -> str:
+    """What search finds a task by: its title, text, file names and links, and who sent it."""
+    names = [a.get("file_name") or a.get("url") or "" for a in attachments]
+    return search.search_text("\n".join([title, body, *names, origin_name or ""]))
 
 
 def _note_text(task: Task) -> str:
