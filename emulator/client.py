@@ -52,19 +52,33 @@ class EmulatorClient:
 
     async def send_message(
         self,
-        text: str,
+        text: str | None = None,
         user: dict[str, Any] | None = None,
         chat_id: int | None = None,
         forward_origin: dict[str, Any] | None = None,
         reply_to_message_id: int | None = None,
+        *,
+        photo: dict[str, Any] | None = None,
+        document: dict[str, Any] | None = None,
+        caption: str | None = None,
+        media_group_id: str | None = None,
     ) -> dict[str, Any]:
-        """Write as ``user`` (default DEFAULT_USER); returns ``{"update_id", "message"}``."""
+        """Write as ``user`` (default DEFAULT_USER); returns ``{"update_id", "message"}``.
+
+        ``photo`` or ``document`` (e.g. ``{"file_name": "a.jpg"}``) sends a file, with
+        ``caption`` (or ``text``) as its caption or none at all; messages sharing a
+        ``media_group_id`` make one album.
+        """
         body = _without_none(
             text=text,
             user=user,
             chat_id=chat_id,
             forward_origin=forward_origin,
             reply_to_message_id=reply_to_message_id,
+            photo=photo,
+            document=document,
+            caption=caption,
+            media_group_id=media_group_id,
         )
         return await self._request("POST", "messages", json=body)
 

@@ -12,11 +12,15 @@ from typing import Any
 from emulator.errors import ApiError, bad_request
 from emulator.formatting import (
     MAX_TEXT,
+    check_caption,
     command_entities,
     normalize_origin,
 )
 from emulator.models import BotState, Chat, StoredMessage, now
 from emulator.state import EmulatorState
+
+# The sides (longest edge, in pixels) of the sizes Telegram keeps of a sent photo.
+PHOTO_SIDES = (90, 320, 800, 1280)
 
 
 def _chat_for(state: EmulatorState, user: dict[str, Any], body: dict[str, Any]) -> Chat:
@@ -28,12 +32,20 @@ def _chat_for(state: EmulatorState, user: dict[str, Any], body: dict[str, Any]) 
 
 
 def _user_content(body: dict[str, Any]) -> dict[str, Any]:
-    """Text (with Telegram's bot_command entities) or a document with a caption."""
-    document = body.get("document")
-    if isinstance(document, dict):
+    """Text (with Telegram's bot_command entities), or a photo or document with an optional
+    caption; a message of an album carries its ``media_group_id``."""
+    fields = _user_media(body)
+    if body.get("media_group_id") is not None:
+        if not fields:
+            raise bad_request("only a photo or a document can be part of an album")
+        fields["media_group_id"] = str(body["media_group_id"])
+    if fields:
         caption = body.get("caption") or body.get("text")
+        if caption is not None and not isinstance(caption, str):
+            raise bad_request("caption must be text")
+        check_caption(caption)
         return {
-            "document": _user_document(document),
+            **fields,
             "caption": caption or None,
             "caption_entities": command_entities(caption) if caption else None,
         }
@@ -43,6 +55,19 @@ def _user_content(body: dict[str, Any]) -> dict[str, Any]:
     if len(text) > MAX_TEXT:
         raise bad_request("message is too long")
     return {"text": text, "entities": command_entities(text)}
+
+
+def _user_media(body: dict[str, Any]) -> dict[str, Any]:
+    document, photo = body.get("document"), body.get("photo")
+    if document is not None and photo is not None:
+        raise bad_request("a message holds a photo or a document, not both")
+    if isinstance(document, dict):
+        return {"document": _user_document(document)}
+    if isinstance(photo, dict):
+        return {"photo": _user_photo(photo)}
+    if document is not None or photo is not None:
+        raise bad_request('photo and document must be objects, e.g. {"file_name": "a.jpg"}')
+    return {}
 
 
 def _user_document(document: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +80,31 @@ def _user_document(document: dict[str, Any]) -> dict[str, Any]:
         "mime_type": str(document.get("mime_type") or "application/octet-stream"),
         "file_size": int(document.get("file_size") or 0),
     }
+
+
+def _user_photo(photo: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sizes Telegram makes of one sent picture, smallest first (``message.photo[-1]`` is
+    the original). ``file_name`` only tells pictures apart: Telegram keeps no name for a photo,
+    and the same name gives the same file ids, as sending the same picture again would."""
+    name = str(photo.get("file_name") or "photo.jpg")
+    width, height = int(photo.get("width") or 1280), int(photo.get("height") or 960)
+    size = int(photo.get("file_size") or 0)
+    sizes = []
+    for side in PHOTO_SIDES:
+        scale = min(1.0, side / max(width, height))
+        file_id = f"AgACAgIAAxUser{zlib.crc32(f'{name}:{side}'.encode()):010d}"
+        sizes.append(
+            {
+                "file_id": file_id,
+                "file_unique_id": f"AQADUser{zlib.crc32(file_id.encode()):010d}",
+                "width": max(1, round(width * scale)),
+                "height": max(1, round(height * scale)),
+                "file_size": round(size * scale * scale),
+            }
+        )
+        if scale == 1.0:
+            break
+    return sizes
 
 
 def inject_message(state: EmulatorState, bot: BotState, body: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +131,12 @@ def inject_edit(state: EmulatorState, bot: BotState, body: dict[str, Any]) -> di
     text = body.get("text")
     if not isinstance(text, str) or not text.strip():
         raise bad_request("message text is empty")
-    message.text, message.entities, message.edit_date = text, command_entities(text), now()
+    if message.text is None:  # a photo or a document: the edit changes its caption
+        check_caption(text)
+        message.caption, message.caption_entities = text, command_entities(text)
+    else:
+        message.text, message.entities = text, command_entities(text)
+    message.edit_date = now()
     state.touch(chat)
     return state.enqueue_update(bot, {"edited_message": message.to_api()})
 

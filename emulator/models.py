@@ -60,6 +60,7 @@ class StoredMessage:
     document: dict[str, Any] | None = None
     photo: list[dict[str, Any]] | None = None
     forward_origin: dict[str, Any] | None = None
+    media_group_id: str | None = None  # the album a user's photo or document belongs to
     reply_to: StoredMessage | None = None
     edit_date: int | None = None
     deleted: bool = False
@@ -80,6 +81,7 @@ class StoredMessage:
             "document": self.document,
             "photo": self.photo,
             "forward_origin": self.forward_origin,
+            "media_group_id": self.media_group_id,
             "edit_date": self.edit_date,
             "reply_markup": self.reply_markup,
         }
@@ -101,6 +103,7 @@ class StoredMessage:
             "document": self.document_view(),
             "photo": self.photo[-1] if self.photo else None,
             "forward_origin": self.forward_origin,
+            "media_group_id": self.media_group_id,
             "reply_to_message_id": self.reply_to.message_id if self.reply_to else None,
             "edited": self.edit_date is not None,
             "deleted": self.deleted,

@@ -38,26 +38,36 @@ async def test_status_shows_processes_queues_database_broker_and_jobs(stack):
     assert button["text"] == "Refresh"
 
 
-async def test_unknown_command_and_plain_text_get_a_pointer_to_help(stack):
+async def test_unknown_command_gets_a_pointer_to_help_and_plain_text_is_captured(stack):
     [unknown] = await stack.ask("/frobnicate now")
-    assert "I don't know /frobnicate" in unknown["text"]
+    assert unknown["text"] == "I don't know /frobnicate. /help lists what I can do."
     [text] = await stack.ask("just some words")
-    assert "/help" in text["text"]
+    assert text["text"].startswith("Captured as task 1: just some words\n")
+    assert [task.title for task in await _open_tasks(stack)] == ["just some words"]
 
 
-async def test_a_forward_is_acknowledged_with_its_original_sender(stack):
+async def test_a_forward_is_acknowledged_and_captured_with_its_original_sender(stack):
     origins = [
         ({"type": "user", "sender_user": {"id": 42, "is_bot": False, "first_name": "Ann"}}, "Ann"),
-        ({"type": "hidden_user", "sender_user_name": "Bob"}, "Bob (hidden account)"),
+        ({"type": "hidden_user", "sender_user_name": "Bob"}, "Bob"),
         (
             {
                 "type": "channel",
                 "chat": {"id": -100, "type": "channel", "title": "News"},
                 "message_id": 5,
             },
-            "the channel News",
+            "News",
         ),
     ]
-    for origin, shown in origins:
-        [reply] = await stack.ask("look at this", forward_origin=origin)
-        assert f"forwarded from {shown}." in reply["text"]
+    for number, (origin, _) in enumerate(origins, start=1):
+        [reply] = await stack.ask(f"look at this {number}", forward_origin=origin)
+        assert reply["text"].startswith(f"Captured as task {number}: look at this {number}\n")
+    tasks = await _open_tasks(stack)
+    assert [task.origin_name for task in tasks] == [shown for _, shown in origins]
+    assert [task.origin_kind for task in tasks] == ["user", "hidden_user", "channel"]
+
+
+async def _open_tasks(stack):
+    from bot.tasks import State
+
+    return (await stack.services.platform.tasks.in_state(State.INBOX)).tasks

@@ -5,7 +5,7 @@ client could not produce them (a repeated update_id, a malformed body, an unknow
 from __future__ import annotations
 
 from aegis.web import EMULATOR
-from bot.tables import outbox, updates
+from bot.tables import outbox, tasks, updates
 from tests.helpers.stack import OWNER_CHAT, make_settings, running_stack
 from tests.helpers.transport import (
     all_rows,
@@ -82,11 +82,15 @@ async def test_a_ten_thousand_character_message_is_answered_and_kept_whole(stack
     opened = await _open_chat(stack)
     injected = await stack.emulator.inject_update({"message": raw_message(text)})
     [reply] = await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 1, after=opened["message_id"])
-    assert "/help" in reply["text"]
+    # Captured as a task: the reply names it by its title, a short first line.
+    assert reply["text"].startswith("Captured as task 1: word word")
+    assert len(reply["text"]) < 200
 
     row = await update_row(stack.store, injected["update_id"])
     assert row.status == "handled"
     assert row.payload["message"]["text"] == text
+    [task] = await all_rows(stack.store, tasks)
+    assert task.body == text
     [_, sent] = await drained(stack)
     assert sent.idempotency_key == f"reply:{injected['update_id']}"
 
