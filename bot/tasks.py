@@ -183,9 +183,7 @@ class Tasks:
         except IntegrityError:
             pass  # captured before (or a concurrent part of the same album won the insert)
         async with self.store.write() as conn:
-            row = (
-                await conn.execute(select(tasks).where(tasks.c.capture_key == capture.key))
-            ).one()
+            row = (await conn.execute(_locked(tasks.c.capture_key == capture.key))).one()
             task = Task.from_row(row)
             if capture.album is None or capture.message_id == task.message_id:
                 return Captured(task, new=False)
@@ -206,10 +204,8 @@ class Tasks:
         """The message that captured a task was edited: an open task follows it. Returns the
         task (closed ones unchanged), or None when that message captured nothing."""
         async with self.store.write() as conn:
-            query = select(tasks).where(
-                tasks.c.chat_id == chat_id, tasks.c.message_id == message_id
-            )
-            row = (await conn.execute(query)).first()
+            where = (tasks.c.chat_id == chat_id) & (tasks.c.message_id == message_id)
+            row = (await conn.execute(_locked(where))).first()
             if row is None:
                 return None
             task = Task.from_row(row)
@@ -257,7 +253,8 @@ class Tasks:
             if task.state is State.INBOX:
                 values.update(triaged_at=moment, triaged_by=by[:120])
             if labels:
-                values["labels"] = [*task.labels, *(x for x in labels if x not in task.labels)]
+                added = (x for x in dict.fromkeys(labels) if x not in task.labels)
+                values["labels"] = [*task.labels, *added]
             if assignee is not None:
                 values["assignee"] = assignee
             if state is State.REFERENCE:
@@ -276,7 +273,7 @@ class Tasks:
         async with self.store.write() as conn:
             task = await self._open_task(conn, task_id)
             labels = [label for label in task.labels if label not in remove]
-            labels += [label for label in add if label not in labels]
+            labels += [label for label in dict.fromkeys(add) if label not in labels]
             if len(labels) > MAX_LABELS:
                 raise TaskRefused(f"A task has at most {MAX_LABELS} labels.")
             return await self._update(conn, task_id, {"labels": labels, "updated_at": now()})
@@ -302,7 +299,7 @@ class Tasks:
         return marked.rowcount == 1
 
     async def _open_task(self, conn: AsyncConnection, task_id: int) -> Task:
-        row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).first()
+        row = (await conn.execute(_locked(tasks.c.id == task_id))).first()
         if row is None:
             raise TaskRefused(f"There is no task {task_id}.")
         task = Task.from_row(row)
@@ -395,6 +392,14 @@ def _search_text(title: str, body: str, attachments, origin_name: str | None) ->
     """What search finds a task by: its title, text, file names and links, and who sent it."""
     names = [a.get("file_name") or a.get("url") or "" for a in attachments]
     return search.search_text("\n".join([title, body, *names, origin_name or ""]))
+
+
+def _locked(condition):
+    """The task rows a change reads before it writes, locked until the transaction ends, so
+    Postgres cannot interleave two changes (two triages of one task both applying, album parts
+    overwriting each other). SQLite needs no lock: a write transaction there holds the whole
+    database, and SQLAlchemy leaves FOR UPDATE out."""
+    return select(tasks).where(condition).with_for_update()
 
 
 def _note_text(task: Task) -> str:
