@@ -126,7 +126,12 @@ async def label(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     add, remove = [], []
     try:
         for change in changes:
-            (remove if change.startswith("-") else add).append(parse_label(change.lstrip("+-")))
+            # A word without + or - is refused rather than added: "/label 3 +a b" was meant as
+            # one label "a b", and labels are single words.
+            if change[:1] not in ("+", "-"):
+                shown = change if len(change) <= 40 else change[:40] + "…"
+                raise TaskRefused(f"{shown!r} is not a label change: write +label or -label.")
+            (remove if change[0] == "-" else add).append(parse_label(change[1:]))
     except TaskRefused as exc:
         await reply(update, context, f"{exc} Nothing was changed.")
         return
