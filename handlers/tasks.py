@@ -55,7 +55,8 @@ async def note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def show_list(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    view = update.message.text.split(maxsplit=1)[0].lstrip("/").split("@")[0]
+    # PTB matches commands whatever their case: /INBOX is /inbox.
+    view = update.message.text.split(maxsplit=1)[0].lstrip("/").split("@")[0].lower()
     await _send_list(update, context, view, 0)
 
 

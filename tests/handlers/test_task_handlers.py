@@ -433,6 +433,8 @@ async def test_inbox_waiting_and_someday_list_what_they_hold(stack):
     assert list(buttons(waiting)) == ["1: done", "1: someday", "1: assign"]
     _, someday = await say(stack, "/someday")
     assert someday["text"] == "Someday, maybe (@someday): 1 task\n\n2. learn the cello"
+    _, shouted = await say(stack, "/SOMEDAY")  # Telegram commands match whatever their case
+    assert shouted["text"] == someday["text"]
     _, nothing = await say(stack, "/next")
     assert nothing["text"] == "Nothing in @next. /inbox shows what waits for triage."
 
