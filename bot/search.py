@@ -13,6 +13,7 @@ expression ``to_tsvector('simple', search_text)``. Both are made by the migratio
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from sqlalchemy import Table, func, literal_column, select, text
 from sqlalchemy.sql.elements import ColumnElement
@@ -25,7 +26,25 @@ SEARCHED = {"tasks": "tasks_fts", "notes": "notes_fts"}
 
 
 def words(text_: str) -> list[str]:
-    return [w.casefold() for w in WORD.findall(text_) if len(w) <= LONGEST_WORD]
+    """The folded words of ``text_``, as both databases index them."""
+    found = WORD.findall(_separate_other_numbers(unicodedata.normalize("NFKC", text_)))
+    folded = (_fold(word) for word in found)
+    return [word for word in folded if len(word) <= LONGEST_WORD]
+
+
+def _fold(word: str) -> str:
+    # Folding can decompose a letter (İ becomes i and a combining dot, which would end a word
+    # for FTS5 and Postgres alike): compose again, and read the dotted I as i.
+    return unicodedata.normalize("NFKC", word.casefold()).replace("i\u0307", "i")
+
+
+def _separate_other_numbers(text_: str) -> str:
+    # Python counts "other numbers" (fractions, some superscripts NFKC leaves alone) as word
+    # characters and FTS5 does too, but Postgres's parser skips them: "½" would be found on
+    # one and not the other. NFKC has turned most of them into digits already.
+    if text_.isascii():
+        return text_
+    return "".join(" " if unicodedata.category(c) == "No" else c for c in text_)
 
 
 def search_text(text_: str) -> str:
