@@ -232,7 +232,8 @@ def _conditions(place: str, spec: Any) -> Conditions:
         except re.error as exc:
             raise PolicyConfigError(f"{place}.regex: not a regular expression: {exc}") from None
     keywords = _texts(f"{place}.keywords", spec)
-    senders = _texts(f"{place}.sender", spec)
+    # an account id may be written as a number: sender: [Alice, 12345]
+    senders = _texts(f"{place}.sender", spec, numbers=True)
     domains = _texts(f"{place}.domain", spec)
     return Conditions(
         keywords=tuple(keyword.casefold() for keyword in keywords),
@@ -242,13 +243,16 @@ def _conditions(place: str, spec: Any) -> Conditions:
     )
 
 
-def _texts(place: str, spec: dict) -> list[str]:
-    """Text or a list of texts under the key ``place`` ends with; absent is empty."""
+def _texts(place: str, spec: dict, *, numbers: bool = False) -> list[str]:
+    """Text or a list of texts under the key ``place`` ends with; absent is empty. With
+    ``numbers``, whole numbers are read as their digits."""
     value = spec.get(place.rsplit(".", 1)[-1])
     if value is None:
         return []
-    if isinstance(value, str):
+    if not isinstance(value, list):
         value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+    if numbers:
+        value = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    if not all(isinstance(v, str) and v.strip() for v in value):
         raise PolicyConfigError(f"{place}: must be text or a list of texts")
     return [v.strip() for v in value]

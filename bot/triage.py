@@ -20,6 +20,7 @@ made, and ``tests/bot/test_triage.py`` walks every outcome the code can produce.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -66,7 +67,7 @@ class Conditions:
 
     def hold_for(self, task: Task) -> bool:
         text = f"{task.title}\n{task.body}"
-        folded = text.casefold()
+        folded = _nfc(text).casefold()
         checks = []
         if self.keywords:
             checks.append(any(_has_phrase(folded, keyword) for keyword in self.keywords))
@@ -117,7 +118,14 @@ async def suggest(triagers: Sequence[Triager], task: Task) -> Triage | None:
 
 
 def _has_phrase(folded_text: str, phrase: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", folded_text) is not None
+    # Any run of whitespace between a phrase's words: "read later" holds for "read\nlater".
+    words = r"\s+".join(re.escape(word) for word in _nfc(phrase).casefold().split())
+    return re.search(rf"(?<!\w){words}(?!\w)", folded_text) is not None
+
+
+def _nfc(text: str) -> str:
+    # "café" typed as e and a combining accent is the same word as the one-letter é.
+    return unicodedata.normalize("NFC", text)
 
 
 def _sender_of(task: Task) -> set[str]:
@@ -139,5 +147,6 @@ def _hosts(task: Task) -> set[str]:
         except ValueError:
             continue
         if host:
-            hosts.add(host.casefold().removeprefix("www."))
+            # a link at the end of a sentence ("… see https://example.com.") keeps the dot
+            hosts.add(host.casefold().rstrip(".").removeprefix("www."))
     return hosts
