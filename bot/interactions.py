@@ -299,7 +299,6 @@ class Interactions(Answers):
             total = len((await conn.execute(query.with_only_columns(interactions.c.id))).all())
         return [Interaction.from_row(row) for row in rows], total
 
-    @staticmethod
     async def open_count(self, *, agent: str) -> int:
         """How many cards of this asker wait for an answer."""
         query = (
@@ -310,6 +309,7 @@ class Interactions(Answers):
         async with self.store.read() as conn:
             return (await conn.execute(query)).scalar_one()
 
+    @staticmethod
     async def open_for_hash(
         conn: AsyncConnection, args_hash: str, *, step_up: bool = False
     ) -> Interaction | None:
