@@ -116,6 +116,15 @@ class Captured:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """What an edit of a captured message did to its task."""
+
+    task: Task
+    applied: bool
+    why_not: str | None = None
+
+
+@dataclass(frozen=True)
 class Page:
     tasks: list[Task]
     total: int
@@ -176,20 +185,27 @@ class Tasks:
             "created_at": moment,
             "updated_at": moment,
         }
+        is_this = tasks.c.capture_key == capture.key
         try:
             async with self.store.write() as conn:
+                # Look first: a failed insert would use up an id on Postgres (task 3 after 1).
+                row = (await conn.execute(_locked(is_this))).first()
+                if row is not None:
+                    return await self._seen_before(conn, Task.from_row(row), capture)
                 row = (await conn.execute(insert(tasks).values(**values).returning(tasks))).one()
                 return Captured(Task.from_row(row), new=True)
         except IntegrityError:
-            pass  # captured before (or a concurrent part of the same album won the insert)
+            pass  # a concurrent capture of the same message (or album) won the insert
         async with self.store.write() as conn:
-            row = (await conn.execute(_locked(tasks.c.capture_key == capture.key))).one()
-            task = Task.from_row(row)
-            if capture.album is None or capture.message_id == task.message_id:
-                return Captured(task, new=False)
-            if any(part.get("message_id") == capture.message_id for part in task.attachments):
-                return Captured(task, new=False, joined=True)
-            return Captured(await self._join_album(conn, task, capture), new=False, joined=True)
+            row = (await conn.execute(_locked(is_this))).one()
+            return await self._seen_before(conn, Task.from_row(row), capture)
+
+    async def _seen_before(self, conn: AsyncConnection, task: Task, capture: Capture) -> Captured:
+        if capture.album is None or capture.message_id == task.message_id:
+            return Captured(task, new=False)
+        if any(part.get("message_id") == capture.message_id for part in task.attachments):
+            return Captured(task, new=False, joined=True)
+        return Captured(await self._join_album(conn, task, capture), new=False, joined=True)
 
     async def _join_album(self, conn: AsyncConnection, task: Task, capture: Capture) -> Task:
         body = "\n\n".join(part for part in (task.body, capture.text) if part)
@@ -200,21 +216,31 @@ class Tasks:
         values["search_text"] = _search_text(task.title, body, attachments, task.origin_name)
         return await self._update(conn, task.id, values)
 
-    async def follow_edit(self, chat_id: int, message_id: int, text: str) -> Task | None:
-        """The message that captured a task was edited: an open task follows it. Returns the
-        task (closed ones unchanged), or None when that message captured nothing."""
+    async def follow_edit(
+        self, chat_id: int, message_id: int, text: str, *, album: str | None = None
+    ) -> Edit | None:
+        """A message that captured a task was edited: an open task follows it. None when that
+        message captured nothing; otherwise the task and whether it followed, or why not."""
         async with self.store.write() as conn:
+            if album is not None:
+                key = f"album:{chat_id}:{album}"
+                row = (await conn.execute(select(tasks).where(tasks.c.capture_key == key))).first()
+                if row is None:
+                    return None
+                return Edit(Task.from_row(row), applied=False, why_not="it holds a whole album")
             where = (tasks.c.chat_id == chat_id) & (tasks.c.message_id == message_id)
             row = (await conn.execute(_locked(where))).first()
             if row is None:
                 return None
             task = Task.from_row(row)
-            if not task.is_open or text == task.body:
-                return task
+            if not task.is_open:
+                return Edit(task, applied=False, why_not=f"it is closed ({task.describe_state()})")
+            if text == task.body:
+                return Edit(task, applied=True)
             title = Capture.title_of(text) or task.title
             values = {"title": title, "body": text, "updated_at": now()}
             values["search_text"] = _search_text(title, text, task.attachments, task.origin_name)
-            return await self._update(conn, task.id, values)
+            return Edit(await self._update(conn, task.id, values), applied=True)
 
     # Changes
 

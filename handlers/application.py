@@ -50,6 +50,8 @@ def build_application(bot: Bot, services: Services) -> Application:
     application.bot_data[SERVICES_KEY] = services
     application.add_handler(TypeHandler(Update, gate), group=-1)
     new_messages = filters.UpdateType.MESSAGE
+    # A forwarded "/done 1" is something someone else wrote: captured, never run.
+    commands_here = new_messages & filters.COMMAND & ~filters.FORWARDED
     for name, callback in (
         ("start", commands.start),
         ("help", commands.help_command),
@@ -71,12 +73,12 @@ def build_application(bot: Bot, services: Services) -> Application:
         ("task", tasks.show),
         ("note", tasks.note),
     ):
-        application.add_handler(CommandHandler(name, callback, filters=new_messages))
+        application.add_handler(
+            CommandHandler(name, callback, filters=new_messages & ~filters.FORWARDED)
+        )
     application.add_handler(CallbackQueryHandler(buttons.on_button))
-    application.add_handler(
-        MessageHandler(new_messages & filters.COMMAND, commands.unknown_command)
-    )
-    application.add_handler(MessageHandler(new_messages & ~filters.COMMAND, commands.text_message))
+    application.add_handler(MessageHandler(commands_here, commands.unknown_command))
+    application.add_handler(MessageHandler(new_messages & ~commands_here, commands.text_message))
     application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, tasks.follow_edit))
     application.add_error_handler(on_error)
     return application

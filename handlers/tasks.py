@@ -38,15 +38,16 @@ async def capture(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def follow_edit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     message = update.edited_message
     text = message.text or message.caption or ""
-    task = await services(context).platform.tasks.follow_edit(
-        message.chat_id, message.message_id, text
+    edit = await services(context).platform.tasks.follow_edit(
+        message.chat_id, message.message_id, text, album=message.media_group_id
     )
-    if task is None:
+    if edit is None:
         return  # that message captured nothing (a command, a /note, a code)
-    if not task.is_open:
-        answer = f"Task {task.id} is closed ({task.describe_state()}); your edit is not applied."
-    else:
+    task = edit.task
+    if edit.applied:
         answer = f"Task {task.id} follows your edit: {visible(task.title)}"
+    else:
+        answer = f"Task {task.id} keeps its text: {edit.why_not}, so the edit is not applied."
     await reply(update, context, answer)
 
 

@@ -147,7 +147,9 @@ async def test_a_message_without_text_is_titled_by_what_it_holds(tasks_):
 
 async def test_an_open_task_follows_an_edit_of_its_message(tasks_):
     task_id = await new_task(tasks_, 1, "Call the plumber")
-    edited = await tasks_.follow_edit(CHAT, 1, "Call the electrician\ntomorrow")
+    edit = await tasks_.follow_edit(CHAT, 1, "Call the electrician\ntomorrow")
+    assert edit.applied and edit.why_not is None
+    edited = edit.task
     assert edited.id == task_id
     assert edited.title == "Call the electrician" and edited.body.endswith("tomorrow")
     assert (await tasks_.find("electrician")).total == 1
@@ -157,7 +159,9 @@ async def test_an_open_task_follows_an_edit_of_its_message(tasks_):
 async def test_a_closed_task_does_not_follow_an_edit(tasks_):
     task_id = await new_task(tasks_, 1, "Call the plumber")
     await tasks_.close(task_id, Closed.DONE)
-    unchanged = await tasks_.follow_edit(CHAT, 1, "Something else")
+    edit = await tasks_.follow_edit(CHAT, 1, "Something else")
+    assert not edit.applied and edit.why_not == "it is closed (inbox, done)"
+    unchanged = edit.task
     assert unchanged.id == task_id and unchanged.title == "Call the plumber"
     assert (await tasks_.get(task_id)).body == "Call the plumber"
 
@@ -170,7 +174,7 @@ async def test_an_edit_of_a_message_that_captured_nothing_is_none(tasks_):
 
 async def test_an_edit_to_no_text_keeps_the_title(tasks_):
     task_id = await new_task(tasks_, 1, "Keep me")
-    edited = await tasks_.follow_edit(CHAT, 1, "   ")
+    edited = (await tasks_.follow_edit(CHAT, 1, "   ")).task
     assert edited.id == task_id and edited.title == "Keep me"
 
 

@@ -112,6 +112,16 @@ async def test_a_forward_is_captured_once_with_triage_buttons(stack):
     assert first.id == 1 and other["text"].startswith(f"Captured as task {second.id}: ")
 
 
+async def test_a_forwarded_command_is_captured_never_run(stack):
+    await say(stack, "Pay the rent")
+    _, reply = await say(stack, "/done 1", forward_origin=from_ann())
+    assert reply["text"] == "Captured as task 2: /done 1" + WHERE
+    _, unknown = await say(stack, "/frobnicate", forward_origin=from_ann())
+    assert unknown["text"].startswith("Captured as task 3: /frobnicate")
+    first, *_ = await task_rows(stack)
+    assert first.closed_at is None  # Ann's "/done 1" closed nothing
+
+
 async def test_a_written_message_is_captured_and_a_note_is_not(stack):
     sent, reply = await say(stack, "buy milk\nand bread")
     assert reply["text"] == "Captured as task 1: buy milk" + WHERE
@@ -187,6 +197,13 @@ async def test_an_album_is_one_task_with_one_reply_and_every_photo(stack):
     assert message_ids == [message["message_id"] for message in sent]
     _, detail = await say(stack, "/task 1")
     assert "3 attachments" in detail["text"]
+    # A caption edit cannot say which part of the album's text it replaces: refused, in words.
+    await stack.emulator.edit_message(OWNER_CHAT, sent[1]["message_id"], "Beach day")
+    [answer] = await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 1, after=detail["message_id"])
+    assert answer["text"] == (
+        "Task 1 keeps its text: it holds a whole album, so the edit is not applied."
+    )
+    assert (await task_rows(stack))[0].body == "Holiday"
 
 
 async def test_the_same_update_delivered_twice_makes_one_task_and_one_reply(stack):
@@ -234,7 +251,9 @@ async def test_an_edit_is_followed_while_the_task_is_open_and_refused_once_close
     assert done["text"] == "Task 1 done: call mom on sunday"
     await stack.emulator.edit_message(OWNER_CHAT, sent["message_id"], "call dad")
     [refused] = await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 1, after=done["message_id"])
-    assert refused["text"] == "Task 1 is closed (inbox, done); your edit is not applied."
+    assert refused["text"] == (
+        "Task 1 keeps its text: it is closed (inbox, done), so the edit is not applied."
+    )
     [row] = await task_rows(stack)
     assert (row.title, row.body, row.closed_as) == (
         "call mom on sunday",
