@@ -18,6 +18,7 @@ from sqlalchemy import func, select, update
 from bot.inbox import ASKER
 from bot.tables import interactions, outbox, runs, tasks
 from bot.tasks import Closed, State
+from bot.triage import Triage
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
 CONFIG = """\
@@ -222,8 +223,6 @@ async def test_the_weekly_review_lists_someday_and_stale_waiting_once_a_week(sta
     stale, _ = await capture(stack, "Reply from the landlord")
     fresh, _ = await capture(stack, "Parcel from the shop")
     platform = stack.services.platform
-    from bot.triage import Triage
-
     await platform.tasks.triage(someday, Triage(State.SOMEDAY, "owner test"))
     for task_id in (stale, fresh):
         await platform.tasks.triage(task_id, Triage(State.WAITING, "owner test"))
