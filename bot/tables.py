@@ -18,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    text,
 )
 
 
@@ -274,7 +275,14 @@ tasks = Table(
     Column("triage_interaction_id", Integer),  # the card that asks where it goes
     Column("closed_at", UTCDateTime()),
     Column("closed_as", String(16)),
-    Index("ix_tasks_open_state", "state", "closed_at", "id"),
+    # Open tasks by state label, in id order: /next and the other lists, read page by page.
+    Index(
+        "ix_tasks_open",
+        "state",
+        "id",
+        sqlite_where=text("closed_at IS NULL"),
+        postgresql_where=text("closed_at IS NULL"),
+    ),
     Index("ix_tasks_message", "chat_id", "message_id"),
     Index("ix_tasks_assignee", "assignee", "state"),
 )

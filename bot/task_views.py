@@ -78,7 +78,7 @@ def list_view(signer: CallbackSigner, view: str, page: Page) -> tuple[str, dict[
     """A page of one list, with buttons for its first tasks and to turn the page."""
     if page.total == 0:
         return EMPTY[view], None
-    lines = [f"{LIST_TITLES[view]}: {page.total} {_tasks(page.total)}", ""]
+    lines = [f"{LIST_TITLES[view]}: {page.shown_total()} {_tasks(page.total)}", ""]
     if view == "next":
         for label, grouped in group_by_label(page.tasks).items():
             lines.append(f"#{label}")
@@ -97,7 +97,7 @@ def found_view(
     shown = " ".join(query_words)
     if page.total == 0:
         return f"No task holds {shown!r}.", None
-    lines = [f"Tasks with {shown!r}: {page.total}", ""]
+    lines = [f"Tasks with {shown!r}: {page.shown_total()}", ""]
     lines += [f"{task_line(task)}  [{task.describe_state()}]" for task in page.tasks]
     lines += _page_footer(page)
     key = "+".join(query_words)
@@ -157,9 +157,10 @@ def review_view(
 def _review_section(page: Page, view: str, heading: str, empty: str) -> list[str]:
     if not page.total:
         return [empty]
-    lines = [heading.format(page.total), *(f"  {task_line(task)}" for task in page.tasks)]
+    lines = [heading.format(page.shown_total()), *(f"  {task_line(t)}" for t in page.tasks)]
     if page.has_next:
-        lines.append(f"  … and {page.total - len(page.tasks)} more: /{view}")
+        more = page.total - len(page.tasks)
+        lines.append(f"  … and {more}{'' if page.counted_all else '+'} more: /{view}")
     return lines
 
 
@@ -197,7 +198,7 @@ def _pager(signer: CallbackSigner, kind: str, what: str, page: Page) -> list[lis
 def _page_footer(page: Page) -> list[str]:
     if page.pages == 1:
         return []
-    return ["", f"Page {page.number + 1} of {page.pages}"]
+    return ["", f"Page {page.number + 1} of {page.shown_pages()}"]
 
 
 def _button(signer: CallbackSigner, kind: str, id: str, choice: str, text: str) -> dict:

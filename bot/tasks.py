@@ -48,6 +48,7 @@ class Closed(enum.StrEnum):
 LABEL = re.compile(r"^[^\W_][\w-]{0,31}$")
 MAX_LABELS = 10
 NO_LABEL = "other"
+COUNT_AT_MOST = 1000  # a list's total is counted up to here (and past the page shown)
 
 
 class TaskRefused(ValueError):
@@ -127,13 +128,20 @@ class Edit:
 @dataclass(frozen=True)
 class Page:
     tasks: list[Task]
-    total: int
+    total: int  # all of them, or as many as were counted when ``counted_all`` is False
     number: int  # from 0
     size: int
+    counted_all: bool = True
 
     @property
     def pages(self) -> int:
         return max(1, -(-self.total // self.size))
+
+    def shown_total(self) -> str:
+        return str(self.total) if self.counted_all else f"{self.total}+"
+
+    def shown_pages(self) -> str:
+        return str(self.pages) if self.counted_all else f"{self.pages}+"
 
     @property
     def has_next(self) -> bool:
@@ -363,14 +371,17 @@ class Tasks:
         return await self._page(condition, tasks.c.id.desc(), page, size)
 
     async def _page(self, condition, order, page: int, size: int) -> Page:
+        # Counting stops a little past this page: 30,000 open tasks are "1000+", not a scan of
+        # 30,000 index entries on every /next.
+        cap = max(COUNT_AT_MOST, (page + 1) * size + 1)
+        counted = select(tasks.c.id).where(condition).limit(cap).subquery()
         async with self.store.read() as conn:
-            total = (
-                await conn.execute(select(func.count()).select_from(tasks).where(condition))
-            ).scalar_one()
+            total = (await conn.execute(select(func.count()).select_from(counted))).scalar_one()
             rows = await conn.execute(
                 select(tasks).where(condition).order_by(order).limit(size).offset(page * size)
             )
-            return Page([Task.from_row(row) for row in rows.all()], total, page, size)
+            found = [Task.from_row(row) for row in rows.all()]
+        return Page(found, total, page, size, counted_all=total < cap)
 
     async def untriaged(self, *, limit: int = 100) -> list[int]:
         """Open inbox tasks nobody has been asked about yet, oldest first."""

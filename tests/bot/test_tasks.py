@@ -13,7 +13,7 @@ from sqlalchemy import func, select, update
 from bot.capture import Capture, Origin
 from bot.notes import NoteKind, Notes
 from bot.tables import notes, tasks
-from bot.tasks import MAX_LABELS, Closed, State, TaskRefused, Tasks, parse_label
+from bot.tasks import COUNT_AT_MOST, MAX_LABELS, Closed, State, TaskRefused, Tasks, parse_label
 from bot.triage import Triage
 from tests.helpers.interactions import ALICE, CHAT
 
@@ -370,3 +370,30 @@ async def test_concurrent_relabels_keep_every_label(tasks_):
     await asyncio.gather(*(tasks_.relabel(task_id, [f"l{n}"], []) for n in range(MAX_LABELS)))
     labels = (await tasks_.get(task_id)).labels
     assert sorted(labels) == sorted(f"l{n}" for n in range(MAX_LABELS))
+
+
+async def test_a_long_list_is_counted_up_to_a_bound_and_pages_past_it(store, tasks_):
+    moment = datetime.now(UTC)
+    row = {
+        "title": "t",
+        "body": "t",
+        "search_text": "t",
+        "state": State.SOMEDAY,
+        "labels": [],
+        "attachments": [],
+        "origin_kind": "self",
+        "created_at": moment,
+        "updated_at": moment,
+    }
+    over = COUNT_AT_MOST + 50
+    async with store.write() as conn:
+        await conn.execute(tasks.insert(), [dict(row, capture_key=f"k{n}") for n in range(over)])
+    first = await tasks_.in_state(State.SOMEDAY, size=20)
+    assert not first.counted_all and first.shown_total() == f"{COUNT_AT_MOST}+"
+    assert first.has_next and len(first.tasks) == 20
+    # Deep pages still know whether another follows: the count reaches past the page shown.
+    last = await tasks_.in_state(State.SOMEDAY, page=(over - 1) // 20, size=20)
+    assert last.counted_all and last.total == over and not last.has_next
+    assert len(last.tasks) == over % 20 or len(last.tasks) == 20
+    small = await tasks_.in_state(State.NEXT, size=20)
+    assert small.counted_all and small.shown_total() == "0"

@@ -49,7 +49,13 @@ def upgrade() -> None:
         sa.UniqueConstraint("capture_key"),
     )
     with op.batch_alter_table("tasks", schema=None) as batch_op:
-        batch_op.create_index("ix_tasks_open_state", ["state", "closed_at", "id"], unique=False)
+        batch_op.create_index(
+            "ix_tasks_open",
+            ["state", "id"],
+            unique=False,
+            sqlite_where=sa.text("closed_at IS NULL"),
+            postgresql_where=sa.text("closed_at IS NULL"),
+        )
         batch_op.create_index("ix_tasks_message", ["chat_id", "message_id"], unique=False)
         batch_op.create_index("ix_tasks_assignee", ["assignee", "state"], unique=False)
 
@@ -147,5 +153,5 @@ def downgrade() -> None:
     with op.batch_alter_table("tasks", schema=None) as batch_op:
         batch_op.drop_index("ix_tasks_assignee")
         batch_op.drop_index("ix_tasks_message")
-        batch_op.drop_index("ix_tasks_open_state")
+        batch_op.drop_index("ix_tasks_open")
     op.drop_table("tasks")
