@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.cards import clip
+
 TITLE_CHARS = 80
 
 
@@ -72,7 +74,7 @@ class Capture:
         for line in text.splitlines():
             line = " ".join(line.split())
             if line:
-                return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+                return clip(line, TITLE_CHARS)
         return ""
 
     def _describe_without_text(self) -> str:

@@ -49,13 +49,13 @@ def card_caption(interaction: Interaction) -> str:
     lines = [
         _heading(interaction),
         "",
-        _clip(interaction.prompt, 400),
+        clip(interaction.prompt, 400),
         "",
         f"Tool: {interaction.tool}" if interaction.tool else "",
         "The complete arguments are in the attached file: read them before you approve.",
         *_footer(interaction),
     ]
-    return _clip("\n".join(line for line in lines if line is not None), CAPTION_LIMIT)
+    return clip("\n".join(line for line in lines if line is not None), CAPTION_LIMIT)
 
 
 def card_markup(interaction: Interaction, signer: CallbackSigner) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def card_markup(interaction: Interaction, signer: CallbackSigner) -> dict[str, A
         approve = "Approve (then a code)" if interaction.step_up else "Approve"
         rows = [[button(approve, "approve"), button("Deny", "deny")]]
     elif kind == "choice":
-        rows = [[button(_clip(option, 60), str(i))] for i, option in enumerate(interaction.options)]
+        rows = [[button(clip(option, 60), str(i))] for i, option in enumerate(interaction.options)]
     elif kind == "acknowledgement":
         rows = [[button("Got it", "ack")]]
     else:
@@ -80,16 +80,16 @@ def settled_text(interaction: Interaction) -> str:
     """What the card becomes once it is settled: the question and who decided what, when."""
     body = card_text(interaction).split("\n\n")
     kept = "\n\n".join(body[:-1])  # everything but the footer with its deadline
-    return _clip(f"{_verdict(interaction)}\n\n{kept}", 4096)  # verdict first: captions clip
+    return clip(f"{_verdict(interaction)}\n\n{kept}", 4096)  # verdict first: captions clip
 
 
 def settled_answer(interaction: Interaction) -> str:
     """The honest answer to a tap on a card that is no longer open (at most 200 characters)."""
-    return _clip(f"Already settled: {_verdict(interaction)}", 200)
+    return clip(f"Already settled: {_verdict(interaction)}", 200)
 
 
 def tap_receipt(interaction: Interaction) -> str:
-    return _clip(_verdict(interaction), 200)
+    return clip(_verdict(interaction), 200)
 
 
 def pretty_arguments(args: Any) -> str:
@@ -121,7 +121,7 @@ def _verdict(interaction: Interaction) -> str:
     if interaction.outcome == "chosen":
         detail = f": {interaction.answer}"
     elif interaction.outcome == "answered":
-        detail = f": {_clip(interaction.answer or '', 300)}"
+        detail = f": {clip(interaction.answer or '', 300)}"
     return f"{label}{detail} by {who} at {when}."
 
 
@@ -145,5 +145,6 @@ def _footer(interaction: Interaction) -> list[str]:
     return lines
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis saying it was cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

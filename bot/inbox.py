@@ -12,7 +12,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.cards import visible
+from bot.cards import clip, visible
 from bot.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
 from bot.interactions import Interactions
 from bot.store import Store
@@ -100,6 +100,8 @@ class Inbox:
         """What the owner's choice on the card does; the sentence to tell them."""
         if settled.outcome != Outcome.CHOSEN:
             return f"Task {task_id} stays in the inbox."
+        if settled.answer not in CARD_OPTIONS:
+            return f"Task {task_id} stays in the inbox: that is not one of the card's answers."
         try:
             if settled.answer == DROP:
                 task = await self.tasks.close(task_id, Closed.DROPPED)
@@ -107,16 +109,13 @@ class Inbox:
             state = State(settled.answer)
             verdict = Triage(state, f"owner {settled.resolved_by_name or settled.resolved_by}")
             task = await self.tasks.triage(task_id, verdict)
-        except (TaskRefused, ValueError) as exc:
+        except TaskRefused as exc:
             return str(exc)
         return f"Task {task.id} → {task.state}: {visible(task.title)}"
 
 
 def _question(task: Task) -> str:
-    lines = [f"Where does task {task.id} go?", "", task.title]
-    if task.body and task.body != task.title:
-        body = task.body if len(task.body) <= EXCERPT_CHARS else task.body[:EXCERPT_CHARS] + "…"
-        lines += ["", body]
+    lines = [f"Where does task {task.id} go?", "", clip(task.text(), EXCERPT_CHARS)]
     if task.origin_kind != "self" and task.origin_name:
         lines += ["", f"Forwarded from {task.origin_name}"]
     return "\n".join(lines)

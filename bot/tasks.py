@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot import search
 from bot.capture import Capture
+from bot.cards import clip
 from bot.notes import NoteKind, add_note
 from bot.store import Store
 from bot.tables import tasks
@@ -105,6 +106,15 @@ class Task:
     def is_open(self) -> bool:
         return self.closed_at is None
 
+    def text(self) -> str:
+        """What the task says: its body, headed by its title only when the title is not the
+        body's own first line (a photo's "Photo from Ann")."""
+        if not self.body.strip():
+            return self.title
+        if Capture.title_of(self.body) == self.title:
+            return self.body
+        return f"{self.title}\n\n{self.body}"
+
     def describe_state(self) -> str:
         return f"{self.state}, {self.closed_as}" if self.closed_as else str(self.state)
 
@@ -152,9 +162,8 @@ def parse_label(raw: str) -> str:
     """A context label as kept: lower case, without a leading ``#``; refused when odd."""
     label = raw.strip().lstrip("#").casefold()
     if not LABEL.match(label):
-        shown = raw if len(raw) <= 40 else raw[:40] + "…"
         raise TaskRefused(
-            f"{shown!r} is not a label: use up to 32 letters, digits, - or _, "
+            f"{clip(raw, 40)!r} is not a label: use up to 32 letters, digits, - or _, "
             "starting with a letter or digit."
         )
     return label
@@ -287,8 +296,7 @@ class Tasks:
             if task.state is State.INBOX:
                 values.update(triaged_at=moment, triaged_by=by[:120])
             if labels:
-                added = (x for x in dict.fromkeys(labels) if x not in task.labels)
-                values["labels"] = [*task.labels, *added]
+                values["labels"] = _merged_labels(task, labels, ())
             if assignee is not None:
                 values["assignee"] = assignee
             if state is State.REFERENCE:
@@ -306,10 +314,7 @@ class Tasks:
     async def relabel(self, task_id: int, add: list[str], remove: list[str]) -> Task:
         async with self.store.write() as conn:
             task = await self._open_task(conn, task_id)
-            labels = [label for label in task.labels if label not in remove]
-            labels += [label for label in dict.fromkeys(add) if label not in labels]
-            if len(labels) > MAX_LABELS:
-                raise TaskRefused(f"A task has at most {MAX_LABELS} labels.")
+            labels = _merged_labels(task, add, remove)
             return await self._update(conn, task_id, {"labels": labels, "updated_at": now()})
 
     async def assign(self, task_id: int, agent: str | None) -> Task:
@@ -425,6 +430,15 @@ def group_by_label(page: list[Task]) -> dict[str, list[Task]]:
     return dict(sorted(groups.items(), key=lambda item: (item[0] == NO_LABEL, item[0])))
 
 
+def _merged_labels(task: Task, add, remove) -> list[str]:
+    """The task's labels without ``remove`` and with ``add`` (each once, in order)."""
+    labels = [label for label in task.labels if label not in remove]
+    labels += [label for label in dict.fromkeys(add) if label not in labels]
+    if len(labels) > MAX_LABELS:
+        raise TaskRefused(f"A task has at most {MAX_LABELS} labels.")
+    return labels
+
+
 def _search_text(title: str, body: str, attachments, origin_name: str | None) -> str:
     """What search finds a task by: its title, text, file names and links, and who sent it."""
     names = [a.get("file_name") or a.get("url") or "" for a in attachments]
@@ -440,9 +454,4 @@ def _locked(condition):
 
 
 def _note_text(task: Task) -> str:
-    parts = [task.title]
-    if task.body and task.body != task.title:
-        parts.append(task.body)
-    if task.origin_link:
-        parts.append(task.origin_link)
-    return "\n\n".join(parts)
+    return f"{task.text()}\n\n{task.origin_link}" if task.origin_link else task.text()

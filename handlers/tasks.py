@@ -12,12 +12,13 @@ from telegram.ext import ContextTypes
 
 from bot import task_views
 from bot.callbacks import CallbackData
-from bot.cards import visible
+from bot.cards import clip, visible
 from bot.search import words
 from bot.tasks import Closed, State, TaskRefused, parse_label
 from handlers.capture import capture_of
 from handlers.services import Services, reply, services
 
+ALERT_CHARS = 200  # Telegram's limit for the answer to a tap
 PAGE_SIZE = 20
 FOUND_PER_PAGE = 10
 RECALLED = 5
@@ -131,8 +132,8 @@ async def label(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             # A word without + or - is refused rather than added: "/label 3 +a b" was meant as
             # one label "a b", and labels are single words.
             if change[:1] not in ("+", "-"):
-                shown = change if len(change) <= 40 else change[:40] + "…"
-                raise TaskRefused(f"{shown!r} is not a label change: write +label or -label.")
+                refused = clip(change, 40)
+                raise TaskRefused(f"{refused!r} is not a label change: write +label or -label.")
             (remove if change[0] == "-" else add).append(parse_label(change[1:]))
     except TaskRefused as exc:
         await reply(update, context, f"{exc} Nothing was changed.")
@@ -190,7 +191,7 @@ async def on_task_button(
     except TaskRefused as exc:
         await query.answer(str(exc), show_alert=True)
         return
-    await query.answer(text[:190])
+    await query.answer(clip(text, ALERT_CHARS))
     await reply(update, context, text)
 
 

@@ -13,6 +13,7 @@ import asyncio
 
 import dramatiq
 
+from bot.cards import visible
 from bot.inbox import Step
 from bot.task_views import review_view
 from bot.timeutil import now
@@ -36,7 +37,7 @@ async def triage_task(task_id: int) -> dict:
     result = await res.platform.inbox.triage(task_id)
     if result.step is Step.TRIAGED:
         task, verdict = result.task, result.verdict
-        text = f"Task {task.id} → {task.state} ({verdict.by}): {task.title}"
+        text = f"Task {task.id} → {task.state} ({verdict.by}): {visible(task.title)}"
         await res.say(task.chat_id, text, key=f"triaged:{task.id}")
     return {f"tasks_{result.step}": 1}
 

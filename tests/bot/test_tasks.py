@@ -219,7 +219,8 @@ async def test_filing_as_reference_writes_a_note_and_closes_the_task(store, task
     assert total == 1
     [note] = found
     assert note.kind is NoteKind.REFERENCE and note.task_id == task_id
-    assert "the 2031 edition" in note.text and note.text.endswith("https://t.me/n/9")
+    # The body once (its first line is the title), then the link.
+    assert note.text == "Tax rules\nthe 2031 edition\n\nhttps://t.me/n/9"
     with pytest.raises(TaskRefused, match="already closed"):
         await tasks_.move(task_id, State.NEXT, "owner Alice")
     assert await row_count(store, notes) == 1
@@ -254,6 +255,13 @@ async def test_relabel_adds_removes_and_stops_at_the_limit(tasks_):
     assert task.labels == ("shop", "work")
     full = [f"l{n}" for n in range(MAX_LABELS - 2)]
     assert len((await tasks_.relabel(task_id, full, [])).labels) == MAX_LABELS
+    # A rule's labels count against the same limit, and a refused triage changes nothing.
+    other = await new_task(tasks_, 2)
+    await tasks_.relabel(other, full, [])
+    crowded = Triage(State.NEXT, "rule many", ("x1", "x2", "x3"))
+    with pytest.raises(TaskRefused, match=f"at most {MAX_LABELS} labels"):
+        await tasks_.triage(other, crowded)
+    assert (await tasks_.get(other)).state is State.INBOX
     with pytest.raises(TaskRefused, match=f"at most {MAX_LABELS} labels"):
         await tasks_.relabel(task_id, ["one-too-many"], [])
     # swapping one for another at the limit is fine
