@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import os
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -124,20 +123,6 @@ async def admin(statement: str) -> None:
         await connection.close()
 
 
-def start_aegis(token: str, url: str, data_dir: Path, database_url: str) -> subprocess.Popen:
-    """fullstack's ``aegis up``, on the database given."""
-    users = [PROBE_USER] + [FIRST_USER + i for i in range(100)]
-    environment = fullstack.aegis_environment(token, url, data_dir, users)
-    environment["AEGIS_DATABASE_URL"] = database_url
-    return subprocess.Popen(
-        [sys.executable, "-m", "aegis.cli", "up"],
-        cwd=data_dir.parent,
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=open(data_dir.parent / "aegis.log", "w"),
-    )
-
-
 @contextlib.asynccontextmanager
 async def running_aegis(kind: str, store_ready=None) -> AsyncIterator[tuple[Emulator, str]]:
     """``aegis up`` on a fresh database (``store_ready(url)`` first fills it), answering."""
@@ -150,7 +135,8 @@ async def running_aegis(kind: str, store_ready=None) -> AsyncIterator[tuple[Emul
                 await store_ready(database_url)
             emulator = Emulator(token)
             url = await emulator.start()
-            process = start_aegis(token, url, data_dir, database_url)
+            users = [PROBE_USER] + [FIRST_USER + i for i in range(100)]
+            process = fullstack.start_aegis(token, url, data_dir, users, database_url)
             try:
                 await fullstack.wait_until_answering(emulator, "aegis up")
                 yield emulator, database_url

@@ -217,8 +217,12 @@ def aegis_environment(token: str, url: str, data_dir: Path, users: list[int]) ->
     )
 
 
-def start_aegis(token: str, url: str, data_dir: Path, users: list[int]) -> subprocess.Popen:
+def start_aegis(
+    token: str, url: str, data_dir: Path, users: list[int], database_url: str | None = None
+) -> subprocess.Popen:
     environment = aegis_environment(token, url, data_dir, users)
+    if database_url is not None:
+        environment["AEGIS_DATABASE_URL"] = database_url
     return subprocess.Popen(
         [sys.executable, "-m", "aegis.cli", "up"],
         cwd=data_dir.parent,

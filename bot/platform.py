@@ -4,7 +4,9 @@ each build one."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Any
 
 from bot import demo
 from bot.actions import Actions
@@ -12,6 +14,7 @@ from bot.approvals import Approvals
 from bot.audit import Audit
 from bot.callbacks import CallbackSigner
 from bot.config_file import load_config
+from bot.errors import BrokerError
 from bot.inbox import Inbox
 from bot.interactions import Enqueue, Interactions
 from bot.notes import Notes
@@ -21,6 +24,8 @@ from bot.store import Store
 from bot.tasks import Tasks
 from bot.triage import RuleTriager
 from policies.tools import Catalog
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -34,6 +39,34 @@ class Platform:
     tasks: Tasks
     notes: Notes
     inbox: Inbox
+
+    async def say(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        key: str | None = None,
+        reply_markup: dict[str, Any] | None = None,
+        reply_to: int | None = None,
+    ) -> int:
+        """Queue a message in the outbox and ask a worker to deliver it; returns its row id.
+
+        If the broker is down the row stays in the outbox and the sweep delivers it later, so
+        this does not fail the caller.
+        """
+        outbox_id, new = await self.outbox.put(
+            chat_id,
+            text,
+            reply_markup=reply_markup,
+            reply_to_message_id=reply_to,
+            idempotency_key=key,
+        )
+        if new:
+            try:
+                await self.interactions.enqueue("deliver", outbox_id)
+            except BrokerError:
+                logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+        return outbox_id
 
     @classmethod
     def build(

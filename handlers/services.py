@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,6 @@ from telegram.ext import ContextTypes
 
 from bot.callbacks import CallbackSigner
 from bot.codes import CodeVerifier
-from bot.errors import BrokerError
 from bot.heartbeats import Heartbeats
 from bot.outbox import Outbox
 from bot.owners import Owners
@@ -21,7 +19,6 @@ from bot.runs import Runs
 from bot.settings import Settings
 from bot.store import Store
 
-logger = logging.getLogger(__name__)
 SERVICES_KEY = "aegis.services"
 
 Enqueue = Callable[..., Awaitable[None]]
@@ -56,24 +53,10 @@ class Services:
         reply_markup: dict[str, Any] | None = None,
         reply_to: int | None = None,
     ) -> int:
-        """Queue a message in the outbox and ask a worker to deliver it.
-
-        If the broker is down the row stays in the outbox and the sweep delivers it later, so
-        this does not fail the update.
-        """
-        outbox_id, new = await self.outbox.put(
-            chat_id,
-            text,
-            reply_markup=reply_markup,
-            reply_to_message_id=reply_to,
-            idempotency_key=key,
+        """Queue a message and ask for its delivery (see ``Platform.say``)."""
+        return await self.platform.say(
+            chat_id, text, key=key, reply_markup=reply_markup, reply_to=reply_to
         )
-        if new:
-            try:
-                await self.enqueue("deliver", outbox_id)
-            except BrokerError:
-                logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
-        return outbox_id
 
 
 def services(context: ContextTypes.DEFAULT_TYPE) -> Services:

@@ -16,7 +16,6 @@ import dramatiq
 from telegram import Bot
 from telegram.error import NetworkError
 
-from bot.errors import BrokerError
 from bot.outbox import Outbox
 from bot.platform import Platform
 from bot.runs import Runs
@@ -46,15 +45,8 @@ class Resources:
         key: str | None = None,
         reply_markup: dict[str, Any] | None = None,
     ) -> None:
-        """Queue a message and ask for its delivery; if the broker is down, the sweep sends it."""
-        outbox_id, new = await self.outbox.put(
-            chat_id, text, idempotency_key=key, reply_markup=reply_markup
-        )
-        if new:
-            try:
-                await self.platform.interactions.enqueue("deliver", outbox_id)
-            except BrokerError:
-                logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+        """Queue a message and ask for its delivery (see ``Platform.say``)."""
+        await self.platform.say(chat_id, text, key=key, reply_markup=reply_markup)
 
 
 _settings: Settings | None = None
