@@ -56,16 +56,21 @@ class Continuation:
 class Actions:
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: Catalog | Callable[[], Catalog],
         toolbox: Mapping[str, ToolFunction],
         interactions: Interactions,
         approvals: Approvals,
     ) -> None:
-        self.catalog = catalog
+        # A function gives the catalog in force at each call (aegis.yaml may have changed).
+        self._catalog = catalog if callable(catalog) else (lambda: catalog)
         self.toolbox = toolbox
         self.interactions = interactions
         self.approvals = approvals
         self.store = interactions.store
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog()
 
     async def perform(
         self,

@@ -1,5 +1,6 @@
-"""``aegis.yaml``: behaviour as data. This reads the tools and agents the gate needs, and the
-triage rules for the inbox (their format is in bot/triage.py).
+"""``aegis.yaml``: behaviour as data. This reads the tools and agents the gate needs, the
+triage rules for the inbox (their format is in bot/triage.py), and how agents run and when
+(bot/agents.py, bot/config_agents.py).
 
     tools:
       deploy.site:
@@ -25,6 +26,8 @@ from typing import Any
 import yaml
 
 from bot import demo
+from bot.agents import AgentProfile, ScheduleSpec
+from bot.config_agents import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import PolicyConfigError
 from bot.tasks import TaskRefused, parse_label
 from bot.triage import OUTCOMES, Conditions, TriageRule
@@ -39,6 +42,8 @@ class Config:
 
     catalog: Catalog
     triage_rules: list[TriageRule] = field(default_factory=list)
+    agents: dict[str, AgentProfile] = field(default_factory=dict)
+    schedules: list[ScheduleSpec] = field(default_factory=list)
 
 
 def load_catalog(path: Path | None) -> Catalog:
@@ -49,8 +54,9 @@ def load_catalog(path: Path | None) -> Catalog:
 def load_config(path: Path | None) -> Config:
     """The whole file, checked: tools, agents and triage rules."""
     catalog = Catalog(demo.TOOLS, demo.AGENTS)
+    agents = {agent.slug: agent for agent in demo.PROFILES}
     if path is None or not path.exists():
-        return Config(catalog)
+        return Config(catalog, agents=agents)
     data = _read(path)
     for name, spec in _section(path, data, "tools").items():
         _is_text_name(path, "tools", name)
@@ -65,10 +71,15 @@ def load_config(path: Path | None) -> Config:
             raise PolicyConfigError(
                 f"{path}: agents.{slug}: declared twice (a built-in agent has this name)"
             )
-        catalog.add_agent(_agent(path, str(slug), spec))
-    _no_unknown_keys(str(path), data, {"tools", "agents", "triage"})
+        gate_view = _agent(path, str(slug), spec)
+        catalog.add_agent(gate_view)
+        agents[gate_view.slug] = agent_profile(
+            path, gate_view.slug, spec, gate_view.tools, gate_view.name
+        )
+    _no_unknown_keys(str(path), data, {"tools", "agents", "triage", "schedules"})
     rules = _triage_rules(path, data.get("triage"), set(catalog.agents))
-    return Config(catalog, rules)
+    schedules = schedule_specs(path, data.get("schedules"), agents)
+    return Config(catalog, rules, agents, schedules)
 
 
 def _duplicate_key(node: yaml.Node, place: str = "") -> tuple[str, yaml.Mark] | None:
@@ -147,7 +158,7 @@ def _agent(path: Path, slug: str, spec: Any) -> AgentSpec:
     place = f"{path}: agents.{slug}"
     if not isinstance(spec, dict):
         raise PolicyConfigError(f"{place}: must be a mapping with at least tools")
-    _no_unknown_keys(place, spec, {"name", "tools", "peer"})
+    _no_unknown_keys(place, spec, AGENT_KEYS)
     tools = spec.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(tool, str) for tool in tools):
         raise PolicyConfigError(f"{place}.tools: must be a list of tool names")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.agents import AgentProfile, HarnessKind, ScriptStep
 from bot.timeutil import now
 from policies.tools import AgentSpec, Effect, ToolSpec, object_schema
 
@@ -38,6 +39,27 @@ TOOLS = (
     ),
 )
 AGENTS = (AgentSpec(AGENT, frozenset(tool.name for tool in TOOLS), name="Demo agent"),)
+# ``/run demo <words>``: a script agent that reads the clock, then asks to write your words to a
+# file of the run's own (a card; the run parks and continues when you tap).
+PROFILES = (
+    AgentProfile(
+        AGENT,
+        "Demo agent",
+        HarnessKind.SCRIPT,
+        tags=frozenset({"demo"}),
+        instructions="Show how a run reads, asks and continues.",
+        tools=AGENTS[0].tools,
+        deadline_seconds=3600,
+        steps=(
+            ScriptStep(say="Reading the clock first (a read: no card)."),
+            ScriptStep(call="demo.read_clock"),
+            ScriptStep(
+                call="demo.write_file", args={"name": "run-{run}.txt", "text": "{request}\n"}
+            ),
+            ScriptStep(say="Wrote your words to run-{run}.txt in the demo folder."),
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from bot.timeutil import now
 class NoteKind(enum.StrEnum):
     REFERENCE = "reference"  # filed from a task
     AGENT = "agent"  # a reply to an agent's card, for its later runs
+    COMMENT = "comment"  # said about a task (by an agent's run, or the sweep)
 
 
 @dataclass(frozen=True)

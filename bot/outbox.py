@@ -57,6 +57,7 @@ class OutgoingMessage:
     lease_until: datetime | None = None  # the lease this delivery holds: its claim on the row
     caption: str | None = None
     edit_of: int | None = None
+    reply_to_outbox: int | None = None  # reply to what that earlier row sent
 
 
 def split_text(text: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[str]:
@@ -104,9 +105,12 @@ class Outbox:
         reply_markup: dict[str, Any] | None = None,
         reply_to_message_id: int | None = None,
         idempotency_key: str | None = None,
+        reply_to_outbox: int | None = None,
     ) -> tuple[int, bool]:
-        """Queue a message; returns its id and whether it is new (a repeated key is not)."""
+        """Queue a message; returns its id and whether it is new (a repeated key is not).
+        ``reply_to_outbox`` makes it a reply to what an earlier row of the chat sent."""
         row = self._row(chat_id, text, reply_markup, reply_to_message_id, idempotency_key)
+        row["reply_to_outbox"] = reply_to_outbox
         try:
             async with self.store.write() as conn:
                 result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
@@ -339,4 +343,5 @@ def _message(row: Any) -> OutgoingMessage:
         lease_until=row.lease_until,
         caption=row.caption,
         edit_of=row.edit_of,
+        reply_to_outbox=row.reply_to_outbox,
     )

@@ -10,22 +10,34 @@ from typing import Any
 
 from bot import demo
 from bot.actions import Actions
+from bot.agent_runs import AgentRun, AgentRuns, RunOrigin, RunRefused
+from bot.agents import AgentProfile
 from bot.approvals import Approvals
 from bot.audit import Audit
 from bot.callbacks import CallbackSigner
-from bot.config_file import load_config
 from bot.errors import BrokerError
 from bot.inbox import Inbox
 from bot.interactions import Enqueue, Interactions
+from bot.live_config import LiveConfig
 from bot.notes import Notes
 from bot.outbox import Outbox
 from bot.settings import Settings
 from bot.store import Store
-from bot.tasks import Tasks
-from bot.triage import RuleTriager
+from bot.tasks import Task, Tasks
+from bot.triage import RuleTriager, Triage
 from policies.tools import Catalog
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class FileRules:
+    """The triage rules of aegis.yaml as the file says now."""
+
+    config: LiveConfig
+
+    async def suggest(self, task: Task) -> Triage | None:
+        return await RuleTriager(self.config.current().triage_rules).suggest(task)
 
 
 @dataclass
@@ -34,11 +46,20 @@ class Platform:
     audit: Audit
     approvals: Approvals
     interactions: Interactions
-    catalog: Catalog
+    config: LiveConfig
     actions: Actions
     tasks: Tasks
     notes: Notes
     inbox: Inbox
+    runs: AgentRuns
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.config.current().catalog
+
+    @property
+    def agents(self) -> dict[str, AgentProfile]:
+        return self.config.current().agents
 
     async def say(
         self,
@@ -68,6 +89,45 @@ class Platform:
                 logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
         return outbox_id
 
+    async def start_run(
+        self,
+        agent: str,
+        request: str,
+        chat_id: int,
+        *,
+        origin: RunOrigin = RunOrigin.COMMAND,
+        task_id: int | None = None,
+        schedule: str | None = None,
+        key: str | None = None,
+    ) -> AgentRun:
+        """Queue a run of ``agent`` and its progress message; a worker takes it from there.
+        Raises RunRefused, with the reason in words, when the agent cannot run."""
+        profile = self.agents.get(agent)
+        if profile is None:
+            known = ", ".join(sorted(s for s, a in self.agents.items() if a.runnable)) or "none"
+            raise RunRefused(f"No agent is called {agent!r}. Agents that run: {known}.")
+        if not profile.runnable:
+            raise RunRefused(f"{agent} has no harness in aegis.yaml, so it cannot run.")
+        if not request.strip():
+            raise RunRefused(f"Say what {agent} should do: /run {agent} what to do")
+        run, new = await self.runs.create(
+            agent,
+            request,
+            chat_id,
+            origin=origin,
+            deadline_seconds=profile.deadline_seconds,
+            task_id=task_id,
+            schedule=schedule,
+            key=key,
+        )
+        if new:
+            try:
+                await self.interactions.enqueue("deliver", run.progress_outbox_id)
+                await self.interactions.enqueue("run_agent", run.id)
+            except BrokerError:
+                logger.warning("broker down: run %s waits for the run sweep", run.id)
+        return run
+
     @classmethod
     def build(
         cls, settings: Settings, store: Store, signer: CallbackSigner, enqueue: Enqueue
@@ -75,21 +135,22 @@ class Platform:
         outbox = Outbox(store, file_over_chars=settings.outbox_file_over_chars)
         approvals = Approvals(store)
         interactions = Interactions(store, outbox, signer, enqueue)
-        config = load_config(settings.config_file)
+        config = LiveConfig(settings.config_file)
         toolbox = demo.toolbox(settings.data_dir)
-        actions = Actions(config.catalog, toolbox, interactions, approvals)
+        actions = Actions(lambda: config.current().catalog, toolbox, interactions, approvals)
         tasks = Tasks(store)
         # The triage chain: the file's rules; a model-based triager goes after them.
-        triagers = [RuleTriager(config.triage_rules)]
+        triagers = [FileRules(config)]
         inbox = Inbox(store, tasks, interactions, triagers)
         return cls(
             outbox,
             Audit(store),
             approvals,
             interactions,
-            config.catalog,
+            config,
             actions,
             tasks,
             Notes(store),
             inbox,
+            AgentRuns(store, outbox),
         )

@@ -29,6 +29,7 @@ class Schedule:
 BUILTIN_SCHEDULES = (
     Schedule("outbox-sweep", "sweep_outbox", 30),
     Schedule("interaction-sweep", "sweep_interactions", 30),
+    Schedule("run-sweep", "sweep_runs", 30),
     Schedule("triage-sweep", "sweep_triage", 15 * 60),
     Schedule("weekly-review", "weekly_review", 7 * 24 * 3600, first_at_once=False),
 )

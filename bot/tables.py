@@ -114,6 +114,7 @@ outbox = Table(
     Column("reply_markup", JSON),
     Column("reply_to_message_id", BigInteger),
     Column("caption", Text),  # a document's caption, when it is not the text's first lines
+    Column("reply_to_outbox", Integer),  # a reply to the message this earlier row sent
     Column("edit_of", Integer),  # an edit: the outbox row whose sent message it replaces
     Column("status", String(16), nullable=False),
     Column("lease_until", UTCDateTime()),
@@ -151,6 +152,10 @@ schedules = Table(
     Column("enabled", Boolean, nullable=False),
     Column("next_run_at", UTCDateTime(), nullable=False),
     Column("last_enqueued_at", UTCDateTime()),
+    Column("kwargs", JSON),  # what the actor is given besides the schedule's name
+    Column("source", String(16)),  # "builtin" or "file" (aegis.yaml); None: builtin
+    Column("skipped", Integer, nullable=False, server_default=text("0")),
+    Column("last_skipped_at", UTCDateTime()),
 )
 
 # Live processes; each writes its row every few seconds, /status reads the recent ones.
@@ -302,4 +307,59 @@ notes = Table(
     Column("search_text", Text, nullable=False),  # see bot/search.py
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_notes_agent", "agent", "id"),
+)
+
+# Agent runs: one row per run of an agent (bot/agent_runs.py), from /run, an assigned task or
+# a schedule. ``state`` is the harness's own (conversation so far, step reached), so a parked
+# or interrupted run continues where it stopped; ``effects`` counts what it changed.
+agent_runs = Table(
+    "agent_runs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("agent", String(100), nullable=False),
+    Column("request", Text, nullable=False),
+    Column("origin", String(16), nullable=False),  # command | task | schedule
+    Column("task_id", Integer),
+    Column("schedule", String(100)),
+    Column("chat_id", BigInteger, nullable=False),
+    Column("idempotency_key", String(200), unique=True),
+    Column("status", String(16), nullable=False),
+    Column("step", String(200), nullable=False),
+    Column("state", JSON, nullable=False),
+    Column("effects", JSON, nullable=False),
+    Column("result", Text),
+    Column("error", Text),
+    Column("waiting_on", Integer),  # the interaction a parked run waits for
+    Column("progress_outbox_id", Integer),  # the message edited in place as the run goes
+    Column("deadline_seconds", Integer, nullable=False),
+    Column("deadline_at", UTCDateTime()),  # set when a stretch of work begins
+    Column("attempts", Integer, nullable=False),
+    Column("cancel_requested", Boolean, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("started_at", UTCDateTime()),
+    Column("heartbeat_at", UTCDateTime()),
+    Column("finished_at", UTCDateTime()),
+    Index("ix_agent_runs_status", "status", "heartbeat_at"),
+    Index("ix_agent_runs_task", "task_id", "created_at"),
+    Index("ix_agent_runs_schedule", "schedule", "status"),
+    Index("ix_agent_runs_agent", "agent", "id"),
+)
+
+# Every model call (bot/ledger.py): "when did this model last succeed" is one query, and the
+# rolling token budgets are sums over it.
+model_calls = Table(
+    "model_calls",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer),
+    Column("agent", String(100), nullable=False),
+    Column("provider", String(200), nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("status", String(40), nullable=False),  # ok, http 500, timeout, error …
+    Column("latency_ms", Integer, nullable=False),
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("at", UTCDateTime(), nullable=False),
+    Index("ix_model_calls_model", "provider", "model", "status", "at"),
+    Index("ix_model_calls_agent", "agent", "at"),
 )

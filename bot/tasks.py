@@ -25,7 +25,7 @@ from bot.capture import Capture
 from bot.cards import clip
 from bot.notes import NoteKind, add_note
 from bot.store import Store
-from bot.tables import tasks
+from bot.tables import notes, tasks
 from bot.timeutil import now
 
 if TYPE_CHECKING:
@@ -321,6 +321,22 @@ class Tasks:
         async with self.store.write() as conn:
             await self._open_task(conn, task_id)
             return await self._update(conn, task_id, {"assignee": agent, "updated_at": now()})
+
+    async def comment(self, task_id: int, text: str, *, agent: str | None = None) -> int:
+        """Say something about a task (a run's result, why it was parked); kept as a note."""
+        async with self.store.write() as conn:
+            return await add_note(conn, NoteKind.COMMENT, text, agent=agent, task_id=task_id)
+
+    async def comments(self, task_id: int, *, limit: int = 5) -> list[str]:
+        """The task's latest comments, oldest first."""
+        query = (
+            select(notes.c.text)
+            .where(notes.c.task_id == task_id, notes.c.kind == NoteKind.COMMENT)
+            .order_by(notes.c.id.desc())
+            .limit(limit)
+        )
+        async with self.store.read() as conn:
+            return list(reversed((await conn.execute(query)).scalars().all()))
 
     async def ask_about(self, conn: AsyncConnection, task_id: int, interaction_id: int) -> bool:
         """Record the card asking where an inbox task goes; False when one was asked already

@@ -17,7 +17,7 @@ from telegram.ext import (
     filters,
 )
 
-from handlers import buttons, cards, commands, tasks
+from handlers import buttons, cards, commands, runs, tasks
 from handlers.errors import on_error
 from handlers.gate import gate
 from handlers.services import SERVICES_KEY, Services
@@ -34,6 +34,10 @@ BOT_COMMANDS = [
     ("assign", "Give a task to an agent"),
     ("task", "Show one task"),
     ("note", "Say something without capturing it"),
+    ("run", "Run an agent: /run agent what to do"),
+    ("runs", "Latest runs and what they changed"),
+    ("cancel", "Stop a run"),
+    ("agents", "Agents, what they are doing, their last run"),
     ("start", "What aegis is"),
     ("help", "What I can do"),
     ("pending", "Cards waiting for you"),
@@ -72,6 +76,10 @@ def build_application(bot: Bot, services: Services) -> Application:
         ("assign", tasks.assign),
         ("task", tasks.show),
         ("note", tasks.note),
+        ("run", runs.run),
+        ("runs", runs.runs),
+        ("cancel", runs.cancel),
+        ("agents", runs.agents),
     ):
         application.add_handler(
             CommandHandler(name, callback, filters=new_messages & ~filters.FORWARDED)

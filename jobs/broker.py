@@ -27,7 +27,7 @@ class _SummariesAreRecorded(logging.Filter):
 
 
 logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_SummariesAreRecorded())
-QUEUES = ("default", "outbox")
+QUEUES = ("default", "outbox", "runs")
 _configured: RedisBroker | None = None
 
 

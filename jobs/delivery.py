@@ -168,8 +168,15 @@ async def _send_one(res, message: OutgoingMessage, index: int) -> int:
         markup = InlineKeyboardMarkup.de_json(message.reply_markup, bot)
     if message.kind is OutboxKind.EDIT:
         return await _edit(res, message, markup)
-    reply = ReplyParameters(message.reply_to_message_id, allow_sending_without_reply=True)
-    reply = reply if index == 0 and message.reply_to_message_id else None
+    reply_to = message.reply_to_message_id
+    if reply_to is None and message.reply_to_outbox is not None:
+        # Rows of one chat go out in order, so the earlier row has been sent (or has failed).
+        target = await res.outbox.get(message.reply_to_outbox)
+        reply_to = (
+            target["telegram_message_ids"][0] if target and target["telegram_message_ids"] else None
+        )
+    reply = ReplyParameters(reply_to, allow_sending_without_reply=True)
+    reply = reply if index == 0 and reply_to else None
     if message.kind is OutboxKind.DOCUMENT:
         text = message.parts[index]
         document = InputFile(io.BytesIO(text.encode()), filename="message.txt")

@@ -1,0 +1,411 @@
+"""Agent runs: one row per run of an agent, from its request to a clear end.
+
+A run is ``queued`` when asked for, ``running`` while a worker holds it (and beats its
+heartbeat), ``parked`` while it waits for a card, and ends ``completed``, ``failed``,
+``timed_out`` or ``cancelled``. Every move is one compare-and-set on ``status``, so two workers
+(a redelivered message, the stale-run sweep) never both hold a run: the first claim wins.
+
+The row carries the harness's own state (bot/harness.py), saved at each step, so a run that
+was parked, or whose worker died, continues where it stopped instead of starting again.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from bot.cards import clip
+from bot.outbox import Outbox
+from bot.store import Store
+from bot.tables import agent_runs
+from bot.timeutil import now
+
+
+class RunState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PARKED = "parked"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_over(self) -> bool:
+        return self in ENDED
+
+
+ENDED = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED})
+ACTIVE = (RunState.QUEUED, RunState.RUNNING)
+
+
+class RunOrigin(enum.StrEnum):
+    COMMAND = "command"  # /run
+    TASK = "task"  # an assigned task, picked by the sweep
+    SCHEDULE = "schedule"  # a schedule from aegis.yaml
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    id: int
+    agent: str
+    request: str
+    origin: RunOrigin
+    task_id: int | None
+    schedule: str | None
+    chat_id: int
+    status: RunState
+    step: str
+    state: dict[str, Any]
+    effects: dict[str, int]
+    result: str | None
+    error: str | None
+    waiting_on: int | None
+    progress_outbox_id: int | None
+    deadline_seconds: int
+    deadline_at: datetime | None
+    attempts: int
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> AgentRun:
+        values = dict(row._mapping)
+        values.pop("idempotency_key", None)
+        values["origin"] = RunOrigin(values["origin"])
+        values["status"] = RunState(values["status"])
+        return cls(**values)
+
+    def elapsed(self, moment: datetime | None = None) -> timedelta:
+        if self.started_at is None:
+            return timedelta(0)
+        return (self.finished_at or moment or now()) - self.started_at
+
+    def effects_text(self) -> str:
+        """What it changed, as counts: "tool calls: 2, messages sent: 1"; "no effect" when
+        none (which is a finding, not a success)."""
+        shown = [
+            f"{name.replace('_', ' ')}: {count}"
+            for name, count in sorted(self.effects.items())
+            if count
+        ]
+        return ", ".join(shown) or "no effect"
+
+
+class RunRefused(ValueError):
+    """A run that cannot start (unknown agent, budget spent …); the message says why."""
+
+
+class AgentRuns:
+    def __init__(self, store: Store, outbox: Outbox) -> None:
+        self.store = store
+        self.outbox = outbox
+
+    async def create(
+        self,
+        agent: str,
+        request: str,
+        chat_id: int,
+        *,
+        origin: RunOrigin,
+        deadline_seconds: int,
+        task_id: int | None = None,
+        schedule: str | None = None,
+        key: str | None = None,
+    ) -> tuple[AgentRun, bool]:
+        """A queued run and its progress message, in one transaction; returns the run and
+        whether it is new (a repeated ``key`` returns the run it made before)."""
+        moment = now()
+        values = {
+            "agent": agent,
+            "request": request,
+            "origin": origin,
+            "task_id": task_id,
+            "schedule": schedule,
+            "chat_id": chat_id,
+            "idempotency_key": key,
+            "status": RunState.QUEUED,
+            "step": "queued",
+            "state": {},
+            "effects": {},
+            "deadline_seconds": deadline_seconds,
+            "attempts": 0,
+            "cancel_requested": False,
+            "created_at": moment,
+        }
+        try:
+            async with self.store.write() as conn:
+                run_id = (
+                    await conn.execute(
+                        insert(agent_runs).values(**values).returning(agent_runs.c.id)
+                    )
+                ).scalar_one()
+                run = AgentRun.from_row(
+                    (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+                )
+                outbox_id = await self.outbox.add(conn, chat_id, progress_text(run))
+                await conn.execute(
+                    update(agent_runs)
+                    .where(agent_runs.c.id == run_id)
+                    .values(progress_outbox_id=outbox_id)
+                )
+        except IntegrityError:
+            if key is None:
+                raise
+            async with self.store.read() as conn:
+                row = (
+                    await conn.execute(
+                        select(agent_runs).where(agent_runs.c.idempotency_key == key)
+                    )
+                ).one()
+            return AgentRun.from_row(row), False
+        return await self.get(run_id), True
+
+    async def claim(
+        self, run_id: int, *, stale_after: timedelta, continuing: int | None = None
+    ) -> AgentRun | None:
+        """Take the run for this worker: a queued run, a running one whose worker stopped
+        beating for ``stale_after``, or (``continuing``) a run parked on that interaction.
+        None when someone else holds it or it is over."""
+        moment = now()
+        fresh_stretch = {"deadline_at": None, "waiting_on": None}  # the deadline starts now
+        if continuing is not None:
+            condition = and_(
+                agent_runs.c.status == RunState.PARKED, agent_runs.c.waiting_on == continuing
+            )
+        else:
+            condition = or_(
+                agent_runs.c.status == RunState.QUEUED,
+                and_(
+                    agent_runs.c.status == RunState.RUNNING,
+                    agent_runs.c.heartbeat_at < moment - stale_after,
+                ),
+            )
+        async with self.store.write() as conn:
+            claimed = await conn.execute(
+                update(agent_runs)
+                .where(agent_runs.c.id == run_id, condition)
+                .values(
+                    status=RunState.RUNNING,
+                    attempts=agent_runs.c.attempts + 1,
+                    heartbeat_at=moment,
+                    started_at=func.coalesce(agent_runs.c.started_at, moment),
+                )
+            )
+            if claimed.rowcount != 1:
+                return None
+            run = AgentRun.from_row(
+                (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+            )
+            if run.deadline_at is None or continuing is not None:
+                # A new stretch of work (first start, or back from a card) gets the whole
+                # deadline; a run taken over from a dead worker keeps the one it had.
+                fresh_stretch["deadline_at"] = moment + timedelta(seconds=run.deadline_seconds)
+                await conn.execute(
+                    update(agent_runs).where(agent_runs.c.id == run_id).values(**fresh_stretch)
+                )
+                run = AgentRun.from_row(
+                    (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+                )
+        return run
+
+    async def beat(self, run_id: int) -> bool:
+        """The holder is alive; returns whether a cancel was asked for."""
+        async with self.store.write() as conn:
+            result = await conn.execute(
+                update(agent_runs)
+                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
+                .values(heartbeat_at=now())
+                .returning(agent_runs.c.cancel_requested)
+            )
+            row = result.first()
+        return bool(row and row.cancel_requested)
+
+    async def checkpoint(
+        self, run_id: int, *, state: dict, effects: dict, step: str | None = None
+    ) -> None:
+        values: dict[str, Any] = {"state": state, "effects": effects, "heartbeat_at": now()}
+        if step is not None:
+            values["step"] = step[:200]
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(agent_runs)
+                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
+                .values(**values)
+            )
+
+    async def park(
+        self, run_id: int, interaction_id: int, *, state: dict, effects: dict, step: str
+    ) -> AgentRun | None:
+        return await self._move(
+            run_id,
+            RunState.PARKED,
+            state=state,
+            effects=effects,
+            step=step[:200],
+            waiting_on=interaction_id,
+        )
+
+    async def finish(
+        self,
+        run_id: int,
+        status: RunState,
+        *,
+        effects: dict,
+        state: dict | None = None,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> AgentRun | None:
+        values: dict[str, Any] = {
+            "effects": effects,
+            "result": result,
+            "error": error and error[:2000],
+            "finished_at": now(),
+            "step": status.value.replace("_", " "),
+        }
+        if state is not None:
+            values["state"] = state
+        return await self._move(run_id, status, **values)
+
+    async def _move(self, run_id: int, status: RunState, **values) -> AgentRun | None:
+        async with self.store.write() as conn:
+            moved = await conn.execute(
+                update(agent_runs)
+                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
+                .values(status=status, **values)
+            )
+            if moved.rowcount != 1:
+                return None
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+        return AgentRun.from_row(row)
+
+    async def cancel(self, run_id: int) -> AgentRun | None:
+        """Stop a run: a queued or parked one ends here; a running one is asked to stop (its
+        worker sees the flag within a second and kills what it started). None: no such run."""
+        moment = now()
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(agent_runs)
+                .where(
+                    agent_runs.c.id == run_id,
+                    agent_runs.c.status.in_((RunState.QUEUED, RunState.PARKED)),
+                )
+                .values(
+                    status=RunState.CANCELLED,
+                    finished_at=moment,
+                    step="cancelled",
+                    error="cancelled by the owner before it ran on",
+                )
+            )
+            await conn.execute(
+                update(agent_runs)
+                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
+                .values(cancel_requested=True)
+            )
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).first()
+        return AgentRun.from_row(row) if row else None
+
+    # Reading
+
+    async def get(self, run_id: int) -> AgentRun | None:
+        async with self.store.read() as conn:
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).first()
+        return AgentRun.from_row(row) if row else None
+
+    async def recent(self, *, limit: int = 10, agent: str | None = None) -> list[AgentRun]:
+        query = select(agent_runs).order_by(agent_runs.c.id.desc()).limit(limit)
+        if agent is not None:
+            query = query.where(agent_runs.c.agent == agent)
+        async with self.store.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [AgentRun.from_row(row) for row in rows]
+
+    async def adrift(self, *, stale_after: timedelta, queued_for: timedelta) -> list[int]:
+        """Runs nobody is working on: running without a heartbeat for ``stale_after`` (a
+        killed worker), or queued for ``queued_for`` (a lost message)."""
+        moment = now()
+        query = (
+            select(agent_runs.c.id)
+            .where(
+                or_(
+                    and_(
+                        agent_runs.c.status == RunState.RUNNING,
+                        agent_runs.c.heartbeat_at < moment - stale_after,
+                    ),
+                    and_(
+                        agent_runs.c.status == RunState.QUEUED,
+                        agent_runs.c.created_at < moment - queued_for,
+                    ),
+                )
+            )
+            .order_by(agent_runs.c.id)
+            .limit(100)
+        )
+        async with self.store.read() as conn:
+            return list((await conn.execute(query)).scalars())
+
+    async def active_for_schedule(self, schedule: str) -> int:
+        query = select(func.count()).where(
+            agent_runs.c.schedule == schedule,
+            agent_runs.c.status.in_((*ACTIVE, RunState.PARKED)),
+        )
+        async with self.store.read() as conn:
+            return (await conn.execute(query)).scalar_one()
+
+    async def by_agent(self) -> dict[str, dict[str, Any]]:
+        """Per agent: how many runs are active or parked, and its last run."""
+        counts = (
+            select(agent_runs.c.agent, agent_runs.c.status, func.count())
+            .where(agent_runs.c.status.in_((*ACTIVE, RunState.PARKED)))
+            .group_by(agent_runs.c.agent, agent_runs.c.status)
+        )
+        last = select(func.max(agent_runs.c.id)).group_by(agent_runs.c.agent)
+        async with self.store.read() as conn:
+            summary: dict[str, dict[str, Any]] = {}
+            for agent, status, count in (await conn.execute(counts)).all():
+                summary.setdefault(agent, {})[status] = count
+            rows = (await conn.execute(select(agent_runs).where(agent_runs.c.id.in_(last)))).all()
+        for row in rows:
+            summary.setdefault(row.agent, {})["last"] = AgentRun.from_row(row)
+        return summary
+
+
+def progress_text(run: AgentRun, moment: datetime | None = None) -> str:
+    """The run's one message, edited in place as it goes."""
+    moment = moment or now()
+    head = f"Run #{run.id} · {run.agent} · {run.status.value.replace('_', ' ')}"
+    lines = [head, f"Asked: {_clip(run.request, 300)}"]
+    if run.started_at is not None:
+        lines.append(f"Elapsed: {_duration(run.elapsed(moment))}")
+    if run.step and run.step != run.status.value:
+        lines.append(f"Step: {run.step}")
+    if run.status.is_over:
+        lines.append(f"Changed: {run.effects_text()}")
+        if run.error:
+            lines.append(f"Why: {_clip(run.error, 500)}")
+    elif run.status is RunState.PARKED:
+        lines.append(f"Waiting for you on card #{run.waiting_on}.")
+    elif run.status is not RunState.QUEUED:
+        lines.append("/cancel " + str(run.id) + " stops it.")
+    return "\n".join(lines)
+
+
+def _duration(elapsed: timedelta) -> str:
+    seconds = int(elapsed.total_seconds())
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def _clip(text: str, limit: int) -> str:
+    return clip(" ".join(text.split()), limit)

@@ -1,0 +1,63 @@
+"""How runs and agents read in chat: ``/runs``, ``/agents``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.agent_runs import AgentRun, RunState
+from bot.agents import AgentProfile
+from bot.cards import clip, visible
+from bot.timeutil import short_time
+
+
+def runs_view(runs: list[AgentRun]) -> str:
+    if not runs:
+        return "No runs yet. Start one: /run demo hello"
+    lines = ["Latest runs (newest first):"]
+    for run in runs:
+        lines.append(run_line(run))
+    lines.append("\n/cancel N stops a run.")
+    return "\n".join(lines)
+
+
+def run_line(run: AgentRun) -> str:
+    status = run.status.value.replace("_", " ")
+    where = ""
+    if run.task_id is not None:
+        where = f" (task {run.task_id})"
+    elif run.schedule:
+        where = f" (schedule {run.schedule})"
+    line = f"#{run.id} {run.agent}{where} · {status} · {short_time(run.created_at)}"
+    line += f"\n   {visible(clip(' '.join(run.request.split()), 80))}"
+    if run.status.is_over or run.status is RunState.PARKED:
+        line += f"\n   changed: {run.effects_text()}"
+    if run.status is RunState.PARKED:
+        line += f"; waiting on card #{run.waiting_on}"
+    return line
+
+
+def agents_view(agents: dict[str, AgentProfile], activity: dict[str, dict[str, Any]]) -> str:
+    lines = ["Agents:"]
+    for slug in sorted(agents):
+        agent = agents[slug]
+        seen = activity.get(slug, {})
+        harness = agent.harness.value if agent.harness else "no harness (gate identity only)"
+        head = f"• {slug} — {visible(agent.name)} · {harness}"
+        if agent.model:
+            head += f" · {visible(agent.model)}"
+        if agent.tags:
+            head += f" · tags: {', '.join(sorted(agent.tags))}"
+        lines.append(head)
+        busy = [
+            f"{seen[state]} {state.value}"
+            for state in (RunState.RUNNING, RunState.QUEUED, RunState.PARKED)
+            if seen.get(state)
+        ]
+        lines.append("   now: " + (", ".join(busy) if busy else "idle"))
+        last: AgentRun | None = seen.get("last")
+        if last is not None:
+            status = last.status.value.replace("_", " ")
+            lines.append(f"   last run: #{last.id} {status} at {short_time(last.created_at)}")
+    if len(lines) == 1:
+        lines.append("none declared")
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""``/run``, ``/runs``, ``/cancel`` and ``/agents``. Thin: each parses the command and asks
+the platform, which decides (bot/platform.py, bot/agent_runs.py)."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from bot.agent_runs import RunRefused, RunState
+from bot.run_views import agents_view, runs_view
+from handlers.services import reply, services
+
+RUN_USAGE = "Send /run, an agent and what to do: /run demo write me a haiku. /agents lists them."
+RUNS_SHOWN = 10
+
+
+async def run(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    text = update.message.text or ""
+    parts = text.split(maxsplit=2)
+    if len(parts) < 2:
+        await reply(update, context, RUN_USAGE)
+        return
+    agent = parts[1]
+    request = parts[2] if len(parts) > 2 else ""
+    try:
+        # The message's own id is the key: the same update handled twice starts one run.
+        await svc.platform.start_run(
+            agent,
+            request,
+            update.effective_chat.id,
+            key=f"command:{update.effective_chat.id}:{update.message.message_id}",
+        )
+    except RunRefused as exc:
+        await reply(update, context, f"{exc} Nothing was started.")
+    # Otherwise the run's own message, edited as it goes, is the answer.
+
+
+async def runs(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    await reply(update, context, runs_view(await svc.platform.runs.recent(limit=RUNS_SHOWN)))
+
+
+async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    number = (context.args[0] if context.args else "").lstrip("#")
+    if len(context.args) != 1 or not number.isdigit() or len(number) > 12:
+        await reply(
+            update, context, "Send /cancel and a run's number: /cancel 12. /runs lists them."
+        )
+        return
+    before = await svc.platform.runs.get(int(number))
+    if before is None:
+        await reply(update, context, f"There is no run #{number}.")
+        return
+    if before.status.is_over:
+        status = before.status.value.replace("_", " ")
+        await reply(update, context, f"Run #{before.id} is already over ({status}).")
+        return
+    after = await svc.platform.runs.cancel(before.id)
+    if after is not None and after.status is RunState.CANCELLED:
+        await reply(update, context, f"Run #{after.id} is cancelled; it had not run on.")
+    else:
+        await reply(
+            update, context, f"Stopping run #{before.id}; its message shows when it has stopped."
+        )
+
+
+async def agents(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    svc = services(context)
+    activity = await svc.platform.runs.by_agent()
+    await reply(update, context, agents_view(svc.platform.agents, activity))

@@ -1,0 +1,268 @@
+"""Running agents: ``run_agent`` carries one run to a clear end; ``sweep_runs`` takes up runs
+nobody is working on.
+
+A run holds its row by beating its heartbeat every second. Between beats the runner reads the
+clock against the run's deadline and the row's cancel flag: past the deadline or cancelled, the
+harness is cancelled (a CLI is killed with its whole process group) and the run ends
+``timed_out`` or ``cancelled``. A worker killed outright stops beating; ``sweep_runs`` sees the
+stale heartbeat and enqueues the run again, and the harness goes on from its last checkpoint
+(its messages carry idempotency keys, so nothing it said is said twice).
+
+Every run ends completed or parked, and the owner hears how it ended: the progress message is
+edited to its last state and the result (or the reason it stopped) arrives as a reply to it.
+A run of an assigned task also settles the task: completed closes it as done; parked, failed,
+timed out or cancelled moves it to ``@waiting`` with a comment, because a person has something
+to do, and ``@waiting`` is what keeps the sweep from starting it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+import dramatiq
+
+from bot.agent_runs import AgentRun, RunState, progress_text
+from bot.errors import BrokerError
+from bot.harness import HarnessFailed, Parked, RunContext
+from bot.tasks import Closed, State, TaskRefused
+from jobs.broker import require_broker
+from jobs.harnesses import harness_for
+from jobs.resources import resources
+
+require_broker()
+logger = logging.getLogger(__name__)
+
+BEAT_EVERY = 1.0  # seconds between heartbeats (and looks at the cancel flag)
+WATCH_EVERY = 0.1  # seconds between looks at the deadline
+PROGRESS_EVERY = 10.0  # seconds between progress edits that only move the elapsed time
+STEP_EDITS_EVERY = 2.0  # a harness changing step faster than this is shown less often
+CANCEL_GRACE = 5.0  # seconds a cancelled harness has to clean up (kill its processes)
+LONGEST_RUN_MS = 13 * 3600 * 1000  # above the longest deadline aegis.yaml accepts
+
+
+# Not retried by Dramatiq: a run is taken up again by sweep_runs, from its checkpoint.
+@dramatiq.actor(queue_name="runs", max_retries=0, time_limit=LONGEST_RUN_MS)
+async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
+    res = await resources()
+    platform = res.platform
+    stale_after = timedelta(seconds=res.settings.run_heartbeat_timeout)
+    settled = None
+    if interaction_id is not None:
+        settled = await platform.interactions.claim_continuation(interaction_id)
+        if settled is None:
+            return {"duplicate_continuations": 1}
+        run = await platform.runs.claim(run_id, stale_after=stale_after, continuing=settled.id)
+    else:
+        run = await platform.runs.claim(run_id, stale_after=stale_after)
+    if run is None:
+        return {"runs_already_held": 1}
+    if settled is None and run.state.get("continued_from"):
+        # Taken over from a worker that died right after a card was settled.
+        settled = await platform.interactions.get(run.state["continued_from"])
+    return await Runner(res, run, settled).go()
+
+
+class Runner:
+    def __init__(self, res, run: AgentRun, settled) -> None:
+        self.res = res
+        self.platform = res.platform
+        self.run = run
+        self.settled = settled
+        self.last_edit_text = ""
+        self.last_edit_at = 0.0
+
+    async def go(self) -> dict:
+        agent = self.platform.agents.get(self.run.agent)
+        if agent is None or not agent.runnable:
+            ended = await self.platform.runs.finish(
+                self.run.id,
+                RunState.FAILED,
+                effects=self.run.effects,
+                error=f"{self.run.agent} is no longer an agent with a harness in aegis.yaml",
+            )
+            return await self._ended(ended)
+        state = dict(self.run.state)
+        if self.settled is not None:
+            state["continued_from"] = self.settled.id
+        ctx = RunContext(
+            self.run,
+            agent,
+            self.platform.actions.perform,
+            self.platform.runs,
+            self._say,
+            settled=self.settled,
+            on_step=self._step,
+        )
+        ctx.state = state
+        await self._edit(progress_text(self.run), force=True)
+        try:
+            harness = harness_for(agent)
+        except HarnessFailed as exc:
+            return await self._end(ctx, RunState.FAILED, error=str(exc))
+        work = asyncio.create_task(harness.run(ctx))
+        stopped = await self._watch(work, ctx)
+        if stopped is not None:
+            status, why = stopped
+            return await self._end(ctx, status, error=why)
+        try:
+            result = work.result()
+        except Parked as parked:
+            ctx.state.pop("continued_from", None)
+            step = f"waiting on card #{parked.interaction_id}"
+            parked_run = await self.platform.runs.park(
+                self.run.id,
+                parked.interaction_id,
+                state=ctx.state,
+                effects=dict(ctx.effects),
+                step=step,
+            )
+            return await self._ended(parked_run)
+        except HarnessFailed as exc:
+            return await self._end(ctx, RunState.FAILED, error=str(exc))
+        except Exception as exc:
+            logger.exception("run %s of %s failed", self.run.id, agent.slug)
+            return await self._end(ctx, RunState.FAILED, error=f"{type(exc).__name__}: {exc}")
+        ctx.state.pop("continued_from", None)
+        return await self._end(ctx, RunState.COMPLETED, result=str(result))
+
+    async def _watch(self, work: asyncio.Task, ctx: RunContext) -> tuple[RunState, str] | None:
+        """Wait for the harness; stop it at the deadline or on /cancel."""
+        loop = asyncio.get_running_loop()
+        last_beat = last_progress = loop.time()
+        while True:
+            remaining = ctx.remaining()
+            if remaining <= 0:
+                await _stop(work)
+                return RunState.TIMED_OUT, (
+                    f"stopped at its deadline ({self.run.deadline_seconds}s of work)"
+                )
+            done, _ = await asyncio.wait({work}, timeout=min(remaining, WATCH_EVERY))
+            if done:
+                return None
+            moment = loop.time()
+            if moment - last_beat >= BEAT_EVERY:
+                last_beat = moment
+                if await self.platform.runs.beat(self.run.id):
+                    await _stop(work)
+                    return RunState.CANCELLED, "cancelled by the owner"
+            if moment - last_progress >= PROGRESS_EVERY:
+                last_progress = moment
+                current = await self.platform.runs.get(self.run.id)
+                if current is not None:
+                    await self._edit(progress_text(current))
+
+    async def _end(
+        self, ctx: RunContext, status: RunState, *, result: str | None = None, error=None
+    ) -> dict:
+        ended = await self.platform.runs.finish(
+            self.run.id,
+            status,
+            effects=dict(ctx.effects),
+            state=ctx.state,
+            result=result,
+            error=error,
+        )
+        return await self._ended(ended)
+
+    async def _ended(self, run: AgentRun | None) -> dict:
+        """Tell the owner how the stretch ended, and settle the run's task."""
+        if run is None:  # someone else moved it first (a cancel of a parked run, a takeover)
+            return {"runs_lost": 1}
+        await self._edit(progress_text(run), force=True)
+        if run.status is RunState.COMPLETED:
+            await self._say_once(run, run.result or "Done.", "end")
+        elif run.status.is_over:
+            await self._say_once(run, f"Run #{run.id} {_ended_how(run)}: {run.error}", "end")
+        if run.task_id is not None:
+            await self._settle_task(run)
+        return {f"runs_{run.status.value}": 1, **run.effects}
+
+    async def _settle_task(self, run: AgentRun) -> None:
+        tasks = self.platform.tasks
+        try:
+            if run.status is RunState.COMPLETED:
+                await tasks.comment(
+                    run.task_id, f"Run #{run.id} by {run.agent}: {run.result}", agent=run.agent
+                )
+                await tasks.close(run.task_id, Closed.DONE)
+                return
+            if run.status is RunState.PARKED:
+                why = f"Run #{run.id} by {run.agent} waits for you on card #{run.waiting_on}."
+            else:
+                why = f"Run #{run.id} by {run.agent} {_ended_how(run)}: {run.error}"
+            await tasks.comment(run.task_id, why, agent=run.agent)
+            task = await tasks.get(run.task_id)
+            if task is not None and task.is_open and task.state is not State.WAITING:
+                await tasks.move(run.task_id, State.WAITING, f"run #{run.id}")
+        except TaskRefused as exc:  # closed or gone meanwhile: nothing to settle
+            logger.info("task %s of run %s not settled: %s", run.task_id, run.id, exc)
+
+    async def _step(self, what: str) -> None:
+        current = await self.platform.runs.get(self.run.id)
+        if current is not None:
+            await self._edit(progress_text(current))
+
+    async def _edit(self, text: str, *, force: bool = False) -> None:
+        """Edit the progress message (not more often than every STEP_EDITS_EVERY seconds,
+        unless ``force``: the first and last states are always shown)."""
+        moment = asyncio.get_running_loop().time()
+        if text == self.last_edit_text:
+            return
+        if not force and moment - self.last_edit_at < STEP_EDITS_EVERY:
+            return
+        if self.run.progress_outbox_id is None:
+            return
+        self.last_edit_text, self.last_edit_at = text, moment
+        async with self.platform.outbox.store.write() as conn:
+            outbox_id = await self.platform.outbox.add(
+                conn, self.run.chat_id, text, edit_of=self.run.progress_outbox_id
+            )
+        await self._deliver(outbox_id)
+
+    async def _say(self, text: str, key: str) -> None:
+        await self.platform.say(self.run.chat_id, text, key=key)
+
+    async def _say_once(self, run: AgentRun, text: str, what: str) -> None:
+        """The run's last word, as a reply to its progress message (a file when long)."""
+        outbox_id, new = await self.platform.outbox.put(
+            run.chat_id,
+            text,
+            idempotency_key=f"run:{run.id}:{what}",
+            reply_to_outbox=run.progress_outbox_id,
+        )
+        if new:
+            await self._deliver(outbox_id)
+
+    async def _deliver(self, outbox_id: int) -> None:
+        try:
+            await self.platform.interactions.enqueue("deliver", outbox_id)
+        except BrokerError:
+            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+
+
+async def _stop(work: asyncio.Task) -> None:
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await asyncio.wait_for(asyncio.shield(work), timeout=CANCEL_GRACE)
+
+
+def _ended_how(run: AgentRun) -> str:
+    return {
+        RunState.FAILED: "failed",
+        RunState.TIMED_OUT: "timed out",
+        RunState.CANCELLED: "was cancelled",
+    }.get(run.status, run.status.value)
+
+
+@dramatiq.actor(queue_name="default", max_retries=0)
+async def sweep_runs(schedule: str = "") -> dict:
+    """Enqueue again every run nobody is working on (a killed worker, a lost message)."""
+    res = await resources()
+    stale_after = timedelta(seconds=res.settings.run_heartbeat_timeout)
+    adrift = await res.platform.runs.adrift(stale_after=stale_after, queued_for=stale_after)
+    for run_id in adrift:
+        await asyncio.to_thread(run_agent.send, run_id)
+    return {"runs_taken_up": len(adrift)}

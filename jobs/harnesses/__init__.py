@@ -1,0 +1,18 @@
+"""Harnesses: how an agent's run is carried out (bot/harness.py is the interface).
+
+``harness_for(agent)`` picks by the agent's declared harness kind, never by its name.
+"""
+
+from __future__ import annotations
+
+from bot.agents import AgentProfile, HarnessKind
+from bot.harness import Harness, HarnessFailed
+from jobs.harnesses.script import ScriptHarness
+
+
+def harness_for(agent: AgentProfile) -> Harness:
+    if agent.harness is HarnessKind.SCRIPT:
+        return ScriptHarness()
+    raise HarnessFailed(
+        f"{agent.slug} is declared with harness {agent.harness}, which this worker cannot run"
+    )
