@@ -363,3 +363,18 @@ model_calls = Table(
     Index("ix_model_calls_model", "provider", "model", "status", "at"),
     Index("ix_model_calls_agent", "agent", "at"),
 )
+
+# Agents' MCP bearer tokens, stored as sha256 hashes (never the token). A token made for one run
+# (``run_id``) expires with it; ``aegis agent token SLUG`` makes a lasting one.
+agent_tokens = Table(
+    "agent_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("agent", String(100), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("run_id", Integer),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime()),
+    Column("revoked_at", UTCDateTime()),
+    Index("ix_agent_tokens_agent", "agent"),
+)

@@ -1,4 +1,4 @@
-"""agent runs, the model-call ledger, schedules from aegis.yaml, replies to earlier rows
+"""agent runs, the model-call ledger, agent tokens, schedules from aegis.yaml, replies to earlier rows
 
 Revision ID: 0004
 Revises: 0003
@@ -68,6 +68,20 @@ def upgrade() -> None:
             "ix_model_calls_model", ["provider", "model", "status", "at"], unique=False
         )
         batch_op.create_index("ix_model_calls_agent", ["agent", "at"], unique=False)
+    op.create_table(
+        "agent_tokens",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("agent", sa.String(length=100), nullable=False),
+        sa.Column("token_hash", sa.String(length=64), nullable=False),
+        sa.Column("run_id", sa.Integer(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("token_hash"),
+    )
+    with op.batch_alter_table("agent_tokens", schema=None) as batch_op:
+        batch_op.create_index("ix_agent_tokens_agent", ["agent"], unique=False)
     # Plain ADD COLUMN, not a batch: SQLite adds these in place, without copying the table.
     op.add_column("schedules", sa.Column("kwargs", sa.JSON(), nullable=True))
     op.add_column("schedules", sa.Column("source", sa.String(length=16), nullable=True))
@@ -89,6 +103,9 @@ def downgrade() -> None:
         batch_op.drop_column("skipped")
         batch_op.drop_column("source")
         batch_op.drop_column("kwargs")
+    with op.batch_alter_table("agent_tokens", schema=None) as batch_op:
+        batch_op.drop_index("ix_agent_tokens_agent")
+    op.drop_table("agent_tokens")
     with op.batch_alter_table("model_calls", schema=None) as batch_op:
         batch_op.drop_index("ix_model_calls_agent")
         batch_op.drop_index("ix_model_calls_model")
