@@ -3,7 +3,8 @@
 Every process holds one :class:`LiveConfig`. ``current()`` looks at the file's size and
 modification time at most once a second, and reads it again when they changed. A file that
 fails its checks is not used: the last good one stays in force, the problem is logged once
-and shown by ``/status`` until the file is fixed.
+and shown by ``/status`` until the file is fixed. A process that starts while the file is bad
+runs on the built-ins alone until it is fixed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ class LiveConfig:
         self.look_every = look_every
         self.problem: str | None = None  # why the file on disk is not the one in force
         self._stamp = self._file_stamp()
-        self._config = load_config(path)  # at start a bad file is an error, not a fallback
+        try:
+            self._config = load_config(path)
+        except PolicyConfigError as exc:
+            # The commands refuse to start on a bad file (aegis/cli.py); a process that builds
+            # its platform later, when the file has just gone bad, runs on the built-ins alone
+            # (fewer agents and tools, never more) until the file is fixed.
+            logger.error("aegis.yaml is not used, only the built-ins: %s", exc)
+            self._config, self._stamp, self.problem = load_config(None), None, str(exc)
         self._looked_at = time.monotonic()
 
     def current(self) -> Config:

@@ -1,0 +1,273 @@
+"""Agent runs end to end, on SQLite and Postgres: /run through the real bot and the emulator, a
+real Dramatiq worker on Redis running the script harness, the gate, cards and taps.
+
+Each test reads how a run ended from its ``agent_runs`` row and what the owner saw from the
+emulator's transcript; it waits for states, never for a time.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import func, select
+
+from bot.agent_runs import RunState
+from bot.tables import agent_runs, audit_events, interactions
+from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
+
+CONFIG = """\
+agents:
+  scribe:
+    name: Scribe
+    harness: script
+    tags: [gtd]
+    tools: [demo.read_clock, demo.write_file]
+    deadline: 60
+    steps:
+      - say: "Starting on {request}"
+      - call: demo.read_clock
+      - call: demo.write_file
+        args: {name: "scribe-{run}.txt", text: "{request}"}
+      - say: Finished
+  sleeper:
+    harness: script
+    deadline: 1
+    steps:
+      - say: going to sleep
+      - sleep: 120
+  napper:
+    harness: script
+    deadline: 120
+    steps:
+      - sleep: 120
+  gatekeeper:
+    tools: [demo.read_clock]
+"""
+
+
+@pytest.fixture
+async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
+    settings = make_settings(tmp_path / "data", database_url, redis_server_url)
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(CONFIG, encoding="utf-8")
+    async with running_stack(settings, namespace=redis_namespace) as running:
+        yield running
+
+
+def buttons(message: dict) -> dict[str, str]:
+    rows = (message.get("reply_markup") or {}).get("inline_keyboard", [])
+    return {button["text"]: button["callback_data"] for row in rows for button in row}
+
+
+async def start(stack, text: str) -> tuple[int, dict]:
+    """Send a /run command; the run's number and its progress message."""
+    sent = await stack.send(text)
+    progress = await message_with(stack, r"^Run #\d+ · ", after=sent["message_id"])
+    return int(re.match(r"Run #(\d+)", progress["text"]).group(1)), progress
+
+
+async def run_in(stack, run_id: int, *states: RunState, timeout: float = 20) -> dict:
+    async def reached():
+        async with stack.store.read() as conn:
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+        return row._mapping if row.status in states else None
+
+    return dict(await eventually(reached, timeout=timeout))
+
+
+async def message_with(stack, pattern: str, after: int = 0, timeout: float = 15) -> dict:
+    async def found():
+        for message in await stack.bot_messages(after=after):
+            if re.search(pattern, message["text"] or ""):
+                return message
+        return None
+
+    return await eventually(found, timeout=timeout)
+
+
+async def card_of(stack, run_id: int) -> dict:
+    return await message_with(stack, r"Approval needed · card #\d+ · from scribe")
+
+
+async def tap(stack, message: dict, label: str) -> None:
+    data = buttons(message)[label]
+    tapped = await stack.emulator.tap(OWNER_CHAT, message["message_id"], data)
+    await eventually(lambda: stack.emulator.callback_answer(tapped["callback_query_id"]))
+
+
+async def tool_runs(stack, tool: str) -> int:
+    """How often ``tool`` ran: an allowed call, or a call that used its grant."""
+    async with stack.store.read() as conn:
+        query = select(func.count()).where(
+            audit_events.c.tool == tool, audit_events.c.event.in_(("allowed", "used"))
+        )
+        return (await conn.execute(query)).scalar_one()
+
+
+async def test_a_run_parks_on_its_card_and_continues_once_approved(stack):
+    run_id, progress = await start(stack, "/run scribe hello world")
+    parked = await run_in(stack, run_id, RunState.PARKED)
+    assert parked["waiting_on"] is not None
+    card = await card_of(stack, run_id)
+    assert f"scribe-{run_id}.txt" in card["text"]
+
+    await tap(stack, card, "Approve")
+    done = await run_in(stack, run_id, RunState.COMPLETED)
+
+    written = stack.settings.data_dir / "demo" / f"scribe-{run_id}.txt"
+    assert written.read_text() == "hello world"
+    assert await tool_runs(stack, "demo.write_file") == 1
+    assert done["effects"] == {
+        "messages_sent": 2,
+        "tool_calls": 2,
+        "cards_asked": 1,
+    }
+    assert done["attempts"] == 2  # started, then continued from the card
+    # The progress message was edited in place to the end; the result is a reply to it.
+    result = await message_with(stack, r"demo.write_file: ran: wrote 11 characters")
+    assert result["reply_to_message_id"] == progress["message_id"]
+
+    async def progress_shows_the_end():
+        [message] = [
+            m for m in await stack.bot_messages() if m["message_id"] == progress["message_id"]
+        ]
+        return "completed" in message["text"] and message
+
+    edited = await eventually(progress_shows_the_end)
+    assert "Changed: cards asked: 1, messages sent: 2, tool calls: 2" in edited["text"]
+    # Each thing the run said was said once, though its work came in two stretches.
+    texts = [m["text"] for m in await stack.bot_messages()]
+    assert texts.count("Starting on hello world") == 1
+    assert texts.count("Finished") == 1
+
+
+async def test_a_denied_call_is_reported_and_never_asked_again(stack):
+    run_id, _ = await start(stack, "/run scribe keep this")
+    await run_in(stack, run_id, RunState.PARKED)
+    await tap(stack, await card_of(stack, run_id), "Deny")
+    done = await run_in(stack, run_id, RunState.COMPLETED)
+
+    assert "was denied; nothing was done" in done["result"]
+    assert not (stack.settings.data_dir / "demo" / f"scribe-{run_id}.txt").exists()
+    assert await tool_runs(stack, "demo.write_file") == 0
+    async with stack.store.read() as conn:
+        cards = (await conn.execute(select(func.count()).select_from(interactions))).scalar_one()
+    assert cards == 1
+    assert done["effects"]["calls_refused"] == 1
+
+
+async def test_a_hung_run_is_stopped_at_its_deadline_and_the_owner_told(stack):
+    run_id, progress = await start(stack, "/run sleeper dream")
+    ended = await run_in(stack, run_id, RunState.TIMED_OUT)
+    assert "deadline" in ended["error"]
+    told = await message_with(stack, rf"Run #{run_id} timed out: stopped at its deadline")
+    assert told["reply_to_message_id"] == progress["message_id"]
+
+
+async def test_cancel_stops_a_running_run(stack):
+    run_id, _ = await start(stack, "/run napper rest")
+    await run_in(stack, run_id, RunState.RUNNING)
+    [answer] = await stack.ask(f"/cancel {run_id}")
+    assert answer["text"].startswith(f"Stopping run #{run_id}")
+    ended = await run_in(stack, run_id, RunState.CANCELLED)
+    assert ended["error"] == "cancelled by the owner"
+    await message_with(stack, rf"Run #{run_id} was cancelled")
+    [again] = await stack.ask(f"/cancel {run_id}")
+    assert again["text"] == f"Run #{run_id} is already over (cancelled)."
+
+
+async def test_a_parked_run_cancelled_does_not_run_on_when_its_card_is_approved(stack):
+    run_id, _ = await start(stack, "/run scribe never mind")
+    await run_in(stack, run_id, RunState.PARKED)
+    card = await card_of(stack, run_id)
+    [answer] = await stack.ask(f"/cancel {run_id}")
+    assert answer["text"] == f"Run #{run_id} is cancelled; it had not run on."
+
+    await tap(stack, card, "Approve")
+
+    async def continuation_came():
+        async with stack.store.read() as conn:
+            row = (await conn.execute(select(interactions.c.continued_at))).one()
+        return row.continued_at is not None
+
+    await eventually(continuation_came)
+    row = await run_in(stack, run_id, RunState.CANCELLED)
+    assert row["attempts"] == 1
+    assert await tool_runs(stack, "demo.write_file") == 0
+
+
+@pytest.mark.parametrize(
+    "command, refusal",
+    [
+        ("/run ghost do it", "No agent is called 'ghost'. Agents that run: demo, napper, scribe"),
+        ("/run gatekeeper look", "gatekeeper has no harness in aegis.yaml, so it cannot run."),
+        ("/run scribe", "Say what scribe should do: /run scribe what to do"),
+        ("/run", "Send /run, an agent and what to do"),
+    ],
+)
+async def test_a_run_that_cannot_start_is_refused_in_words_and_nothing_is_made(
+    stack, command, refusal
+):
+    [answer] = await stack.ask(command)
+    assert refusal in answer["text"]
+    async with stack.store.read() as conn:
+        made = (await conn.execute(select(func.count()).select_from(agent_runs))).scalar_one()
+    assert made == 0
+
+
+async def test_runs_and_agents_show_what_ran_and_what_it_changed(stack):
+    run_id, _ = await start(stack, "/run sleeper short")
+    await run_in(stack, run_id, RunState.TIMED_OUT)
+    await message_with(stack, rf"Run #{run_id} timed out")  # its last word, before we ask
+
+    [runs] = await stack.ask("/runs")
+    assert f"#{run_id} sleeper · timed out" in runs["text"]
+    assert "changed: messages sent: 1" in runs["text"]
+
+    [agents] = await stack.ask("/agents")
+    assert "• scribe — Scribe · script · tags: gtd" in agents["text"]
+    assert f"last run: #{run_id} timed out" in agents["text"]
+    assert "• gatekeeper — gatekeeper · no harness (gate identity only)" in agents["text"]
+
+
+async def test_the_same_run_command_handled_twice_starts_one_run(stack):
+    platform = stack.services.platform
+    first = await platform.start_run("scribe", "once", OWNER_CHAT, key="command:test:1")
+    second = await platform.start_run("scribe", "once", OWNER_CHAT, key="command:test:1")
+    assert first.id == second.id
+    async with stack.store.read() as conn:
+        made = (await conn.execute(select(func.count()).select_from(agent_runs))).scalar_one()
+    assert made == 1
+
+
+async def test_an_agent_added_to_aegis_yaml_runs_without_a_restart(stack):
+    text = stack.settings.config_file.read_text()
+    stack.settings.config_file.write_text(
+        text + "  newcomer:\n    harness: script\n    steps:\n      - say: hello from the file\n"
+    )
+
+    async def runs_now():
+        [answer] = await stack.ask("/run newcomer greet")
+        return answer if answer["text"].startswith("Run #") else None
+
+    await eventually(runs_now, every=0.5)
+    await message_with(stack, r"^hello from the file$")
+
+
+async def test_a_broken_aegis_yaml_keeps_the_last_good_one(stack):
+    # A first run, so the worker has read the good file before it breaks.
+    first, _ = await start(stack, "/run sleeper before")
+    await run_in(stack, first, RunState.TIMED_OUT)
+    stack.settings.config_file.write_text("agents:\n  scribe:\n    harness: telepathy\n")
+    platform = stack.services.platform
+
+    def problem_seen():
+        platform.config.current()
+        return platform.config.problem
+
+    problem = await eventually(problem_seen, every=0.3)
+    assert "agents.scribe.harness: must be one of script, http" in problem
+    assert "scribe" in platform.agents  # still the last good file
+    run_id, _ = await start(stack, "/run sleeper still works")
+    await run_in(stack, run_id, RunState.TIMED_OUT)
