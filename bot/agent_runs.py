@@ -352,6 +352,13 @@ class AgentRuns:
         async with self.store.read() as conn:
             return list((await conn.execute(query)).scalars())
 
+    async def parked_on(self, interaction_id: int) -> list[int]:
+        query = select(agent_runs.c.id).where(
+            agent_runs.c.status == RunState.PARKED, agent_runs.c.waiting_on == interaction_id
+        )
+        async with self.store.read() as conn:
+            return list((await conn.execute(query.order_by(agent_runs.c.id))).scalars())
+
     async def active_for_schedule(self, schedule: str) -> int:
         query = select(func.count()).where(
             agent_runs.c.schedule == schedule,

@@ -51,9 +51,16 @@ async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
     stale_after = timedelta(seconds=res.settings.run_heartbeat_timeout)
     settled = None
     if interaction_id is not None:
-        settled = await platform.interactions.claim_continuation(interaction_id)
-        if settled is None:
-            return {"duplicate_continuations": 1}
+        settled = await platform.interactions.get(interaction_id)
+        if settled is None or settled.is_open:
+            return {"continuations_too_early": 1}
+        # Identical calls share one card, so several runs may be parked on it while its
+        # continuation names one: the first delivery wakes them all. Each run's own claim is
+        # the compare-and-set that lets exactly one stretch go on per run.
+        if await platform.interactions.claim_continuation(interaction_id) is not None:
+            for other in await platform.runs.parked_on(interaction_id):
+                if other != run_id:
+                    await asyncio.to_thread(run_agent.send, other, interaction_id)
         run = await platform.runs.claim(run_id, stale_after=stale_after, continuing=settled.id)
     else:
         run = await platform.runs.claim(run_id, stale_after=stale_after)

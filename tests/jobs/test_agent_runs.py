@@ -41,6 +41,12 @@ agents:
     deadline: 120
     steps:
       - sleep: 120
+  twin:
+    harness: script
+    tools: [demo.write_file]
+    steps:
+      - call: demo.write_file
+        args: {name: twin.txt, text: same}
   gatekeeper:
     tools: [demo.read_clock]
 """
@@ -197,10 +203,35 @@ async def test_a_parked_run_cancelled_does_not_run_on_when_its_card_is_approved(
     assert await tool_runs(stack, "demo.write_file") == 0
 
 
+async def test_runs_parked_on_one_shared_card_all_wake_and_the_grant_is_used_once(stack):
+    first, _ = await start(stack, "/run twin a")
+    second, _ = await start(stack, "/run twin b")
+    one = await run_in(stack, first, RunState.PARKED)
+    two = await run_in(stack, second, RunState.PARKED)
+    assert one["waiting_on"] == two["waiting_on"]  # identical calls: one card
+    card = await message_with(stack, r"Approval needed · card #\d+ · from twin")
+    await tap(stack, card, "Approve")
+
+    async def settled():
+        rows = [await run_in(stack, run_id, *RunState) for run_id in (first, second)]
+        statuses = sorted(row["status"] for row in rows)
+        if statuses != ["completed", "parked"]:
+            return None
+        return rows
+
+    rows = await eventually(settled)
+    [still] = [row for row in rows if row["status"] == "parked"]
+    assert still["waiting_on"] != one["waiting_on"]  # asked again, on a card of its own
+    assert await tool_runs(stack, "demo.write_file") == 1
+
+
 @pytest.mark.parametrize(
     "command, refusal",
     [
-        ("/run ghost do it", "No agent is called 'ghost'. Agents that run: demo, napper, scribe"),
+        (
+            "/run ghost do it",
+            "No agent is called 'ghost'. Agents that run: demo, napper, scribe, sleeper, twin",
+        ),
         ("/run gatekeeper look", "gatekeeper has no harness in aegis.yaml, so it cannot run."),
         ("/run scribe", "Say what scribe should do: /run scribe what to do"),
         ("/run", "Send /run, an agent and what to do"),
