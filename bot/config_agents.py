@@ -48,6 +48,7 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}\Z")
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)?\Z")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 MIN_INTERVAL_SECONDS = 10
+MAX_DEADLINE_SECONDS = 12 * 3600  # the runner's own time limit is above this (jobs/agent_runs.py)
 
 
 def agent_profile(path: Path, slug: str, spec: dict, tools: frozenset[str], name: str):
@@ -92,7 +93,7 @@ def agent_profile(path: Path, slug: str, spec: dict, tools: frozenset[str], name
         instructions=instructions,
         tools=tools,
         deadline_seconds=(
-            duration(f"{place}.deadline", spec["deadline"], minimum=1)
+            duration(f"{place}.deadline", spec["deadline"], minimum=1, maximum=MAX_DEADLINE_SECONDS)
             if spec.get("deadline") is not None
             else DEFAULT_DEADLINE_SECONDS
         ),
@@ -140,7 +141,7 @@ def schedule_specs(path: Path, section: Any, agents: dict[str, AgentProfile]) ->
     return specs
 
 
-def duration(place: str, value: Any, *, minimum: int) -> int:
+def duration(place: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
     """Seconds from ``90``, ``"90s"``, ``"15m"``, ``"2h"`` or ``"1d"``."""
     if _is_int(value):
         seconds = value
@@ -153,6 +154,8 @@ def duration(place: str, value: Any, *, minimum: int) -> int:
         seconds = int(float(match.group(1)) * UNIT_SECONDS[match.group(2)])
     if seconds < minimum:
         raise PolicyConfigError(f"{place}: must be at least {minimum} seconds")
+    if maximum is not None and seconds > maximum:
+        raise PolicyConfigError(f"{place}: must be at most {maximum // 3600} hours")
     return seconds
 
 
