@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from dataclasses import dataclass
 
 import redis
@@ -14,6 +15,7 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot import migrate
+from bot.agents import AgentProfile
 from bot.config_file import load_config
 from bot.errors import PolicyConfigError, StoreError
 from bot.secrets import SecretFiles
@@ -35,7 +37,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
     if settings.telegram_token is not None:
         findings.append(await _telegram(settings))
     findings.append(_totp(settings))
-    findings.append(_config_file(settings))
+    findings.extend(_config_file(settings))
     return findings
 
 
@@ -147,17 +149,46 @@ def _totp(settings: Settings) -> Finding:
     return Finding(True, "TOTP secret present: /pair CODE and step-up approvals work.")
 
 
-def _config_file(settings: Settings) -> Finding:
+def _config_file(settings: Settings) -> list[Finding]:
     path = settings.config_file
     try:
         config = load_config(path)
     except PolicyConfigError as exc:
-        return Finding(False, f"{exc}. Fix the file or point AEGIS_CONFIG_FILE elsewhere.")
+        return [Finding(False, f"{exc}. Fix the file or point AEGIS_CONFIG_FILE elsewhere.")]
     if not path.exists():
-        return Finding(True, f"No {path}: only the built-in tools and the demo agent.")
+        return [Finding(True, f"No {path}: only the built-in tools and the demo agent.")]
     catalog, rules = config.catalog, config.triage_rules
-    return Finding(
-        True,
-        f"{path}: {len(catalog.tools)} tools, {len(catalog.agents)} agents and "
-        f"{len(rules)} triage rules declared.",
-    )
+    running = sum(agent.runnable for agent in config.agents.values())
+    findings = [
+        Finding(
+            True,
+            f"{path}: {len(catalog.tools)} tools, {len(catalog.agents)} agents ({running} with "
+            f"a harness), {len(rules)} triage rules and {len(config.schedules)} schedules.",
+        )
+    ]
+    for agent in config.agents.values():
+        findings += [Finding(False, f"{path}: {problem}") for problem in _agent_problems(agent)]
+    return findings
+
+
+def _agent_problems(agent: AgentProfile) -> list[str]:
+    """What would stop an agent's run on this machine: a missing CLI, working directory or
+    API key. The file itself is valid; these are the machine's side."""
+    place = f"agents.{agent.slug}"
+    problems = []
+    if agent.harness is not None and agent.harness.is_cli:
+        command = agent.command or agent.harness.default_command
+        if shutil.which(command) is None:
+            problems.append(
+                f"{place}.command: {command} is not an executable on PATH; install the "
+                f"{agent.harness} CLI or give its full path as command:"
+            )
+    if agent.workdir is not None and not agent.workdir.is_dir():
+        problems.append(f"{place}.workdir: {agent.workdir} is not a directory")
+    for index, provider in enumerate(agent.providers):
+        if provider.key_env and not os.environ.get(provider.key_env):
+            problems.append(
+                f"{place}.providers[{index}].key_env: the environment variable "
+                f"{provider.key_env} is not set, so {provider.url} cannot be asked"
+            )
+    return problems

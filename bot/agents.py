@@ -47,7 +47,19 @@ class HarnessKind(enum.StrEnum):
 
     @property
     def is_cli(self) -> bool:
-        return self in (HarnessKind.CLAUDE_CODE, HarnessKind.CODEX, HarnessKind.OPENCODE)
+        return self in CLI_COMMANDS
+
+    @property
+    def default_command(self) -> str | None:
+        """The vendor CLI's executable, looked up on PATH unless the agent names ``command``."""
+        return CLI_COMMANDS.get(self)
+
+
+CLI_COMMANDS = {
+    HarnessKind.CLAUDE_CODE: "claude",
+    HarnessKind.CODEX: "codex",
+    HarnessKind.OPENCODE: "opencode",
+}
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,26 @@ def test_a_bad_aegis_yaml_is_named_by_doctor_and_stops_up(tmp_path):
     assert "tools.deploy.site.effect" in up.stderr and "Traceback" not in up.stderr
 
 
+def test_doctor_names_what_stops_an_agent_running_on_this_machine(tmp_path):
+    (tmp_path / "aegis.yaml").write_text(
+        "agents:\n"
+        "  coder:\n    harness: claude-code\n    command: no-such-cli-here\n"
+        "    workdir: /no/such/dir\n"
+        "  scout:\n    harness: http\n"
+        "    providers: [{url: 'http://127.0.0.1:9/v1', model: m, key_env: AEGIS_TEST_NO_KEY}]\n"
+        "schedules:\n  daily:\n    every: 1d\n    agent: scout\n    request: news\n"
+    )
+    doctor = run(["doctor"], tmp_path)
+    assert doctor.returncode == 1
+    assert "3 agents (3 with a harness), 0 triage rules and 1 schedules" in doctor.stdout
+    assert "agents.coder.command: no-such-cli-here is not an executable on PATH" in doctor.stdout
+    assert "agents.coder.workdir: /no/such/dir is not a directory" in doctor.stdout
+    assert (
+        "agents.scout.providers[0].key_env: the environment variable AEGIS_TEST_NO_KEY is not set"
+        in doctor.stdout
+    )
+
+
 def test_totp_init_prints_uri_and_qr_and_refuses_to_overwrite(tmp_path):
     first = run(["totp", "init"], tmp_path)
     assert first.returncode == 0
