@@ -18,6 +18,7 @@ from bot.callbacks import CallbackSigner
 from bot.errors import BrokerError
 from bot.inbox import Inbox
 from bot.interactions import Enqueue, Interactions
+from bot.ledger import Ledger
 from bot.live_config import LiveConfig
 from bot.notes import Notes
 from bot.outbox import Outbox
@@ -52,6 +53,7 @@ class Platform:
     notes: Notes
     inbox: Inbox
     runs: AgentRuns
+    ledger: Ledger | None = None  # model calls and token budgets (bot/ledger.py)
 
     @property
     def catalog(self) -> Catalog:
@@ -110,6 +112,8 @@ class Platform:
             raise RunRefused(f"{agent} has no harness in aegis.yaml, so it cannot run.")
         if not request.strip():
             raise RunRefused(f"Say what {agent} should do: /run {agent} what to do")
+        if self.ledger is not None:  # a spent token budget refuses, with a card
+            await self.ledger.refuse_if_spent(profile, chat_id, self.interactions)
         run, new = await self.runs.create(
             agent,
             request,
@@ -153,4 +157,5 @@ class Platform:
             Notes(store),
             inbox,
             AgentRuns(store, outbox),
+            ledger=Ledger(store, overall_per_day=settings.token_budget_per_day),
         )

@@ -72,6 +72,12 @@ class Settings(BaseSettings):
         30.0,
         description="A running agent whose worker stopped beating this long is taken over.",
     )
+    token_budget_per_day: int | None = Field(
+        None,
+        gt=0,
+        description="Tokens all agents together may spend in a rolling 24 hours; once spent, "
+        "new runs are refused with a card. Default: no overall budget.",
+    )
     config_file: Path = Field(
         Path("aegis.yaml"),
         description="Behaviour as data: your tools and agents. A missing file is fine.",

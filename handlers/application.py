@@ -17,7 +17,7 @@ from telegram.ext import (
     filters,
 )
 
-from handlers import buttons, cards, commands, runs, tasks
+from handlers import buttons, cards, commands, models, runs, tasks
 from handlers.errors import on_error
 from handlers.gate import gate
 from handlers.services import SERVICES_KEY, Services
@@ -38,6 +38,7 @@ BOT_COMMANDS = [
     ("runs", "Latest runs and what they changed"),
     ("cancel", "Stop a run"),
     ("agents", "Agents, what they are doing, their last run"),
+    ("models", "When each model last succeeded"),
     ("start", "What aegis is"),
     ("help", "What I can do"),
     ("pending", "Cards waiting for you"),
@@ -80,6 +81,7 @@ def build_application(bot: Bot, services: Services) -> Application:
         ("runs", runs.runs),
         ("cancel", runs.cancel),
         ("agents", runs.agents),
+        ("models", models.models),
     ):
         application.add_handler(
             CommandHandler(name, callback, filters=new_messages & ~filters.FORWARDED)

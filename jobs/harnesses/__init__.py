@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from bot.agents import AgentProfile, HarnessKind
 from bot.harness import Harness, HarnessFailed
+from jobs.harnesses.http import InWorker
 from jobs.harnesses.script import ScriptHarness
 
 
 def harness_for(agent: AgentProfile) -> Harness:
     if agent.harness is HarnessKind.SCRIPT:
         return ScriptHarness()
+    if agent.harness is HarnessKind.HTTP:
+        return InWorker()
     raise HarnessFailed(
         f"{agent.slug} is declared with harness {agent.harness}, which this worker cannot run"
     )
