@@ -1,13 +1,21 @@
 """``aegis clock``: exactly one per deployment. Reads ``schedules`` and enqueues what is due;
-it never runs the work itself."""
+it never runs the work itself.
+
+It also follows ``aegis.yaml``: at start and whenever the file changes, the file's schedules
+are reconciled into rows (bot/schedules.py), so a schedule added, changed or removed in the file
+takes effect within a couple of seconds, with no restart. The on/off switch is read from the
+rows at every tick, so a tap on /schedules takes effect at the next one.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
+from bot.config_file import Config
 from bot.errors import BrokerError, StoreError
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
+from bot.live_config import LiveConfig
 from bot.schedules import BUILTIN_SCHEDULES, Schedules
 from bot.store import Store
 from bot.timeutil import now
@@ -15,9 +23,13 @@ from bot.timeutil import now
 logger = logging.getLogger(__name__)
 
 
-async def run_clock(store: Store, enqueue, stop: asyncio.Event) -> None:
+async def run_clock(
+    store: Store, enqueue, stop: asyncio.Event, config: LiveConfig | None = None
+) -> None:
+    """Tick until ``stop``; ``config`` is aegis.yaml as it changes (None: no file schedules)."""
     schedules = Schedules(store)
     heartbeats = Heartbeats(store)
+    follow = FileSchedules(schedules, config)
     process, started = process_id("clock"), now()
     await schedules.seed(BUILTIN_SCHEDULES)
     last_beat = None
@@ -25,6 +37,7 @@ async def run_clock(store: Store, enqueue, stop: asyncio.Event) -> None:
         if last_beat is None or now() - last_beat >= BEAT_EVERY:
             await _quietly(heartbeats.beat(process, "clock", started))
             last_beat = now()
+        await _quietly(follow.reconcile_if_changed())
         await _quietly(schedules.enqueue_due(enqueue))
         wait = await _quietly(schedules.seconds_until_next(ceiling=1.0))
         try:
@@ -32,6 +45,39 @@ async def run_clock(store: Store, enqueue, stop: asyncio.Event) -> None:
         except TimeoutError:
             pass
     await _quietly(heartbeats.stop(process))
+
+
+class FileSchedules:
+    """Reconciles the file's schedules when the config in force is a new one.
+
+    LiveConfig hands out the same Config object until the file changes and reads well, so
+    identity is the change stamp; a file that goes bad keeps the last good one in force. A
+    clock that starts on a bad file runs on the built-ins alone: that is never reconciled, or
+    a typo would remove every file schedule, and the owner's switches with them.
+    """
+
+    def __init__(self, schedules: Schedules, config: LiveConfig | None) -> None:
+        self.schedules = schedules
+        self.config = config
+        self.reconciled: Config | None = None
+
+    async def reconcile_if_changed(self) -> None:
+        if self.config is None:
+            return
+        current = self.config.current()
+        if current is self.reconciled:
+            return
+        if self.reconciled is None and self.config.problem is not None:
+            return  # started on a bad file: the built-ins alone, not what the file means
+        done = await self.schedules.reconcile(current.schedules)
+        self.reconciled = current  # only once it is written: an outage tries again next tick
+        if done.changed:
+            logger.info(
+                "schedules from aegis.yaml: added %s, updated %s, removed %s",
+                done.added or "none",
+                done.updated or "none",
+                done.removed or "none",
+            )
 
 
 async def _quietly(awaitable):

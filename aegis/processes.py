@@ -13,6 +13,7 @@ from aiohttp import web
 from aegis.clock import run_clock
 from aegis.runtime import RedisTarget, open_broker, open_store, resolve_redis
 from aegis.web import create_web_app
+from bot.live_config import LiveConfig
 from bot.settings import Settings
 from handlers.botapi import chat_page_url
 from jobs.enqueue import make_enqueue
@@ -52,7 +53,7 @@ async def serve_clock(
     broker = broker or open_broker(settings, target)
     store = await open_store(settings)
     try:
-        await run_clock(store, make_enqueue(broker), stop)
+        await run_clock(store, make_enqueue(broker), stop, LiveConfig(settings.config_file))
     finally:
         await store.close()
 

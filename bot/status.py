@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.heartbeats import Heartbeats, Process
 from bot.outbox import Outbox
 from bot.runs import Run, Runs
+from bot.schedule_views import status_lines
+from bot.schedules import Schedules
 from bot.timeutil import now, short_time
 
 QUIET_JOBS = ("deliver",)  # one per message sent: counted in the outbox line instead
@@ -20,6 +22,7 @@ class StatusReport:
     database: str
     broker: str
     latest_runs: list[Run]
+    schedules: list[str] = field(default_factory=list)  # warnings and skips; none: quiet
 
     def render(self) -> str:
         lines = ["aegis status", "", "Processes"]
@@ -33,6 +36,8 @@ class StatusReport:
         lines += [f"Outbox: {outbox}", f"Database: {self.database}", f"Broker: {self.broker}"]
         lines += ["", "Latest jobs"]
         lines += [f"  {_run_line(run)}" for run in self.latest_runs] or ["  none yet"]
+        if self.schedules:
+            lines += ["", "Schedules", *(f"  {line}" for line in self.schedules)]
         return "\n".join(lines)
 
 
@@ -44,7 +49,10 @@ async def gather_status(
     queue_depths: dict[str, int] | None,
     database: str,
     broker: str,
+    schedules: Schedules | None = None,
+    agents: dict | None = None,
 ) -> StatusReport:
+    rows = await schedules.all() if schedules is not None else []
     return StatusReport(
         processes=await heartbeats.alive(),
         queue_depths=queue_depths,
@@ -52,6 +60,7 @@ async def gather_status(
         database=database,
         broker=broker,
         latest_runs=await runs.latest(5, exclude_jobs=QUIET_JOBS),
+        schedules=status_lines(rows, agents or {}),
     )
 
 

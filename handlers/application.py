@@ -17,7 +17,7 @@ from telegram.ext import (
     filters,
 )
 
-from handlers import buttons, cards, commands, models, runs, tasks
+from handlers import buttons, cards, commands, models, runs, schedules, tasks
 from handlers.errors import on_error
 from handlers.gate import gate
 from handlers.services import SERVICES_KEY, Services
@@ -38,6 +38,7 @@ BOT_COMMANDS = [
     ("runs", "Latest runs and what they changed"),
     ("cancel", "Stop a run"),
     ("agents", "Agents, what they are doing, their last run"),
+    ("schedules", "Schedules: when each runs, on or off"),
     ("models", "When each model last succeeded"),
     ("start", "What aegis is"),
     ("help", "What I can do"),
@@ -81,6 +82,7 @@ def build_application(bot: Bot, services: Services) -> Application:
         ("runs", runs.runs),
         ("cancel", runs.cancel),
         ("agents", runs.agents),
+        ("schedules", schedules.show),
         ("models", models.models),
     ):
         application.add_handler(

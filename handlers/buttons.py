@@ -10,6 +10,7 @@ from telegram.ext import ContextTypes
 from bot import task_views
 from bot.audit import AuditEvent
 from bot.cards import CALLBACK_KIND
+from handlers import schedules
 from handlers.cards import on_card_tap
 from handlers.commands import refresh_markup, status_text
 from handlers.services import services
@@ -39,6 +40,9 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     if data.kind in (task_views.PAGE_KIND, task_views.FIND_KIND):
         await on_page_button(update, context, data)
+        return
+    if data.kind in schedules.KINDS:
+        await schedules.on_button(update, context, data)
         return
     if data.kind == "refresh" and data.id == "status":
         await query.answer("Refreshed")

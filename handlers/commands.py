@@ -9,6 +9,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.errors import BrokerError, PairingError
+from bot.schedules import Schedules
 from bot.status import gather_status
 from handlers import tasks
 from handlers.cards import answer_card
@@ -38,6 +39,7 @@ with text to leave a note for the agent that asked.
 The machine:
 /ping: a round trip through a background worker, with its time
 /status: live processes, queues, database, broker and the latest jobs
+/schedules: what runs on its own and when, with buttons to turn each on or off
 /pair CODE: make another Telegram account an owner with a code from your authenticator
 /help: this message
 
@@ -76,6 +78,8 @@ async def status_text(svc: Services) -> str:
         queue_depths=depths,
         database=svc.store.describe(),
         broker=svc.broker_description,
+        schedules=Schedules(svc.store),
+        agents=svc.platform.agents,
     )
     return report.render()
 

@@ -14,6 +14,8 @@ ACTOR_MODULES = (
     "jobs.demo",
     "jobs.triage",
     "jobs.agent_runs",
+    "jobs.scheduled",
+    "jobs.briefing",
 )
 
 

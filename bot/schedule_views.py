@@ -1,0 +1,92 @@
+"""How schedules read in chat: ``/schedules`` with a button per schedule to turn it on or off
+(``sched:<name>:on|off``, signed, bot/callbacks.py), and the lines /status adds about them.
+
+A schedule that routes by capability is shown with the agent it resolves to now; when no agent
+holds the capability it is flagged, here and in /status, because the clock still enqueues it
+and ``scheduled_run`` skips it with a warning (jobs/scheduled.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.agents import AgentProfile, with_tag
+from bot.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
+from bot.cards import visible
+from bot.schedules import ScheduleRow
+from bot.timeutil import short_time
+
+SCHEDULE_KIND = "sched"
+UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def schedules_view(
+    signer: CallbackSigner, rows: list[ScheduleRow], agents: dict[str, AgentProfile]
+) -> tuple[str, dict[str, Any] | None]:
+    if not rows:
+        return "No schedules yet: the clock adds them when it starts.", None
+    lines = ["Schedules (times in UTC):"]
+    buttons = []
+    for row in rows:
+        lines += schedule_lines(row, agents)
+        if _fits(row.name):
+            choice, verb = ("off", "Turn off") if row.enabled else ("on", "Turn on")
+            data = signer.sign(SCHEDULE_KIND, row.name, choice)
+            buttons.append([{"text": f"{verb} {row.name}", "callback_data": data}])
+    lines.append("\nA change takes effect at the clock's next tick.")
+    return "\n".join(lines), {"inline_keyboard": buttons} if buttons else None
+
+
+def schedule_lines(row: ScheduleRow, agents: dict[str, AgentProfile]) -> list[str]:
+    state = "on" if row.enabled else "off"
+    head = f"• {row.name} · every {every(row.interval_seconds)} · {who_runs(row, agents)} · {state}"
+    facts = [f"next {short_time(row.next_run_at)}" if row.enabled else "next: off"]
+    facts.append(
+        f"last {short_time(row.last_enqueued_at)}" if row.last_enqueued_at else "not run yet"
+    )
+    if row.skipped:
+        facts.append(f"skipped {row.skipped} (last {short_time(row.last_skipped_at)})")
+    return [head, "   " + " · ".join(facts)]
+
+
+def who_runs(row: ScheduleRow, agents: dict[str, AgentProfile]) -> str:
+    if not row.from_file:
+        return f"aegis ({row.actor})"
+    if row.agent is not None:
+        return row.agent
+    holder = with_tag(agents, row.capability or "")
+    resolved = holder.slug if holder else "nobody holds it: skipped"
+    return f"capability {visible(row.capability or '')} → {resolved}"
+
+
+def status_lines(rows: list[ScheduleRow], agents: dict[str, AgentProfile]) -> list[str]:
+    """For /status: capabilities nobody holds (their schedules are skipped) and skip counts."""
+    lines = []
+    for row in rows:
+        if row.enabled and row.capability and with_tag(agents, row.capability) is None:
+            lines.append(
+                f"warning: {row.name} needs capability {visible(row.capability)} and no agent "
+                "holds it, so it is skipped"
+            )
+    for row in rows:
+        if row.skipped:
+            lines.append(
+                f"{row.name}: skipped {row.skipped} times while its previous run was still "
+                f"going (last at {short_time(row.last_skipped_at)})"
+            )
+    return lines
+
+
+def every(seconds: int) -> str:
+    """``90`` → ``1m30s``, ``86400`` → ``1d``."""
+    parts = []
+    for unit, size in UNITS:
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"
+
+
+def _fits(name: str) -> bool:
+    # kind, name, the longer choice, the mac and the separators
+    return len(f"{SCHEDULE_KIND}:{name}:off:0123456789".encode()) <= MAX_CALLBACK_BYTES

@@ -1,0 +1,51 @@
+"""``/schedules`` and its buttons: each schedule on or off, and the briefing's Pending button.
+Thin: the rows are bot/schedules.py's, the text is bot/schedule_views.py's."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from bot.briefing import BRIEFING_KIND
+from bot.callbacks import CallbackData
+from bot.schedule_views import SCHEDULE_KIND, schedules_view
+from bot.schedules import Schedules
+from bot.timeutil import now, short_time
+from handlers.cards import pending
+from handlers.services import Services, reply, services
+
+KINDS = (SCHEDULE_KIND, BRIEFING_KIND)
+SWITCHES = {"on": True, "off": False}
+
+
+async def show(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    text, markup = await _view(services(context))
+    await reply(update, context, text, reply_markup=markup)
+
+
+async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: CallbackData) -> None:
+    query = update.callback_query
+    if data.kind == BRIEFING_KIND and data.id == "pending":
+        await query.answer()
+        await pending(update, context)
+        return
+    if data.kind != SCHEDULE_KIND or data.choice not in SWITCHES:
+        await query.answer("That button no longer does anything; nothing was done.")
+        return
+    svc = services(context)
+    row = await Schedules(svc.store).switch(data.id, SWITCHES[data.choice])
+    if row is None:
+        await query.answer(f"There is no schedule {data.id} any more.", show_alert=True)
+        return
+    if row.enabled:
+        answer = f"{row.name} is on; next run {short_time(max(row.next_run_at, now()))}."
+    else:
+        answer = f"{row.name} is off; it will not run until you turn it on."
+    await query.answer(answer)
+    text, markup = await _view(svc)
+    await reply(update, context, f"{answer}\n\n{text}", reply_markup=markup)
+
+
+async def _view(svc: Services):
+    rows = await Schedules(svc.store).all()
+    return schedules_view(svc.signer, rows, svc.platform.agents)

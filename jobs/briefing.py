@@ -1,0 +1,34 @@
+"""The daily briefing (bot/briefing.py): one card a day in each owner's chat.
+
+The card is keyed by chat and day, so a rerun, or the clock's schedule and a manual enqueue on
+the same day, sends it once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dramatiq
+
+from bot.briefing import briefing_view, gather_briefing
+from jobs.broker import require_broker
+from jobs.resources import resources
+from jobs.scheduled import owner_chats
+
+require_broker()
+logger = logging.getLogger(__name__)
+
+
+@dramatiq.actor(queue_name="default", max_retries=5, min_backoff=1000)
+async def daily_briefing(schedule: str = "") -> dict:
+    res = await resources()
+    platform = res.platform
+    chats = owner_chats(res.settings)
+    if not chats:
+        logger.warning("no daily briefing: no owner chat (set AEGIS_OWNER_IDS)")
+        return {"no_owner_chat": 1}
+    briefing = await gather_briefing(platform.tasks, platform.interactions, platform.runs)
+    text, markup = briefing_view(platform.interactions.signer, briefing)
+    for chat_id in chats:
+        await res.say(chat_id, text, key=f"briefing:{chat_id}:{briefing.day}", reply_markup=markup)
+    return {"briefings_sent": len(chats)}

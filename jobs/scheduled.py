@@ -1,0 +1,83 @@
+"""The schedules of ``aegis.yaml``: the clock enqueues ``scheduled_run`` when one is due, and
+it starts a run of the agent the schedule names, or of whichever agent holds its capability.
+
+The run is keyed by the schedule and its due time, so a message delivered twice starts one run.
+A capability nobody holds skips the schedule: a warning in the log, ``capability_missing`` in
+this job's ``runs`` row, and a line in /status for as long as it lasts (bot/schedule_views.py
+works it out from the schedule rows and the agents in force, so fixing aegis.yaml clears it).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dramatiq
+
+from bot.agent_runs import RunOrigin, RunRefused
+from bot.agents import with_tag
+from bot.errors import ConfigError
+from bot.schedules import Schedules
+from bot.settings import Settings
+from emulator import DEFAULT_USER
+from jobs.broker import require_broker
+from jobs.resources import resources
+
+require_broker()
+logger = logging.getLogger(__name__)
+
+
+def owner_chats(settings: Settings) -> list[int]:
+    """Where scheduled work reports: the owners' private chats (a private chat's id is the
+    user's id), else the emulator's owner when there is no bot token; possibly none."""
+    if settings.owner_ids:
+        return sorted(settings.owner_ids)
+    return [DEFAULT_USER["id"]] if settings.uses_emulator else []
+
+
+# Retried: the run is keyed by the due time, so a retry after it was queued finds it.
+@dramatiq.actor(queue_name="default", max_retries=5, min_backoff=1000)
+async def scheduled_run(schedule: str, due: str = "") -> dict:
+    res = await resources()
+    platform = res.platform
+    schedules = Schedules(res.store)
+    row = await schedules.get(schedule)
+    if row is None or not row.from_file:
+        return {"schedules_gone": 1}
+    if not row.enabled:
+        return {"schedules_off": 1}  # switched off after it was enqueued
+    if await schedules.still_running(schedule):
+        # The clock skips these too; this catches messages queued while no worker ran.
+        await schedules.note_skip(schedule)
+        return {"runs_skipped": 1}
+    agent = row.agent
+    if agent is None:
+        holder = with_tag(platform.agents, row.capability or "")
+        if holder is None:
+            logger.warning(
+                "schedule %s skipped: no agent in aegis.yaml holds the capability %r",
+                schedule,
+                row.capability,
+            )
+            return {"capability_missing": 1}
+        agent = holder.slug
+    elif agent not in platform.agents:
+        # The clock read a newer aegis.yaml than this worker has yet (each looks once a second):
+        # raised, so Dramatiq retries once this worker has read it too.
+        raise ConfigError(f"schedule {schedule}: this worker does not know agent {agent!r} yet")
+    chats = owner_chats(res.settings)
+    if not chats:
+        logger.warning("schedule %s skipped: no owner chat (set AEGIS_OWNER_IDS)", schedule)
+        return {"no_owner_chat": 1}
+    try:
+        await platform.start_run(
+            agent,
+            row.request,
+            chats[0],
+            origin=RunOrigin.SCHEDULE,
+            schedule=schedule,
+            key=f"schedule:{schedule}:{due}" if due else None,
+        )
+    except RunRefused as exc:
+        logger.warning("schedule %s did not start a run: %s", schedule, exc)
+        return {"runs_refused": 1}
+    return {"runs_started": 1}

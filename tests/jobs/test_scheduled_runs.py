@@ -1,0 +1,302 @@
+"""Schedules end to end, on SQLite and Postgres: the real clock (``run_clock`` in a task) over
+the stack's store and Redis, a real Dramatiq worker running the script harness, and the bot
+through the emulator for /schedules, its buttons, /runs and /status; then the daily briefing.
+
+Nothing here waits for a time: each test waits for the rows or messages it caused. "Not
+enqueued" is read against a barrier, a schedule made due in the same transaction, which the
+clock reads in the same query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from aegis.clock import run_clock
+from bot.agent_runs import RunState
+from bot.interaction import Ask, Kind
+from bot.live_config import LiveConfig
+from bot.schedules import Schedules
+from bot.tables import agent_runs, runs, schedules
+from bot.timeutil import now
+from jobs.enqueue import make_enqueue
+from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
+
+AGENTS = """\
+agents:
+  clerk:
+    name: Clerk
+    harness: script
+    tags: [gtd]
+    deadline: 60
+    steps:
+      - say: "Scheduled: {request}"
+"""
+HELLO = """\
+  hello:
+    every: 1h
+    agent: clerk
+    request: say hello
+"""
+CONFIG = AGENTS + "schedules:\n" + HELLO
+
+
+@pytest.fixture
+async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
+    settings = make_settings(tmp_path / "data", database_url, redis_server_url)
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(CONFIG, encoding="utf-8")
+    async with running_stack(settings, namespace=redis_namespace) as running:
+        await running.ask("/start")  # the owner's chat exists once they have written to the bot
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def clock(stack):
+    """``aegis clock`` as serve_clock runs it, following the stack's aegis.yaml."""
+    stop = asyncio.Event()
+    config = LiveConfig(stack.settings.config_file, look_every=0.1)
+    task = asyncio.create_task(run_clock(stack.store, make_enqueue(stack.broker), stop, config))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+
+def buttons(message: dict) -> dict[str, str]:
+    rows = (message.get("reply_markup") or {}).get("inline_keyboard", [])
+    return {button["text"]: button["callback_data"] for row in rows for button in row}
+
+
+async def tap(stack, message: dict, label: str) -> str:
+    tapped = await stack.emulator.tap(OWNER_CHAT, message["message_id"], buttons(message)[label])
+    answer = await eventually(lambda: stack.emulator.callback_answer(tapped["callback_query_id"]))
+    return answer.get("text") or ""
+
+
+async def message_with(stack, pattern: str, *, after: int = 0) -> dict:
+    async def found():
+        for message in await stack.bot_messages(after=after):
+            if re.search(pattern, message["text"] or ""):
+                return message
+        return None
+
+    return await eventually(found, timeout=20)
+
+
+async def command(stack, text: str, answer: str) -> dict:
+    """Send a command; its answer, found by its first words (a run's messages may be between)."""
+    sent = await stack.send(text)
+    return await message_with(stack, answer, after=sent["message_id"])
+
+
+async def runs_of(stack, schedule: str, *states: RunState) -> list:
+    query = select(agent_runs).where(agent_runs.c.schedule == schedule).order_by(agent_runs.c.id)
+    if states:
+        query = query.where(agent_runs.c.status.in_(states))
+    async with stack.store.read() as conn:
+        return (await conn.execute(query)).all()
+
+
+async def job_summaries(stack, job: str) -> list[dict]:
+    query = select(runs.c.summary).where(runs.c.job == job).order_by(runs.c.id)
+    async with stack.store.read() as conn:
+        return list((await conn.execute(query)).scalars())
+
+
+async def row(stack, name: str):
+    return await Schedules(stack.store).get(name)
+
+
+async def make_due(stack, *names: str) -> None:
+    """Due now, all in one transaction: the clock's next tick reads them together."""
+    async with stack.store.write() as conn:
+        await conn.execute(
+            update(schedules)
+            .where(schedules.c.name.in_(names))
+            .values(next_run_at=now() - timedelta(seconds=1))
+        )
+
+
+async def test_a_due_file_schedule_runs_its_agent_and_shows_in_runs(stack):
+    async with clock(stack):
+        [run] = await eventually(lambda: runs_of(stack, "hello", RunState.COMPLETED), timeout=30)
+    assert (run.agent, run.origin, run.chat_id) == ("clerk", "schedule", OWNER_CHAT)
+    assert run.request == "say hello"
+    # Keyed by its due time: a redelivered message starts no second run.
+    hello = await row(stack, "hello")
+    due = datetime.fromisoformat(run.idempotency_key.removeprefix("schedule:hello:"))
+    assert due <= hello.last_enqueued_at
+    await message_with(stack, r"^Scheduled: say hello$")
+    listing = await command(stack, "/runs", r"^Latest runs")
+    assert f"#{run.id} clerk (schedule hello) · completed" in listing["text"]
+    assert "changed: messages sent: 1" in listing["text"]
+
+
+async def test_schedules_lists_each_and_its_button_turns_it_off_and_on(stack):
+    async with clock(stack):
+        await eventually(lambda: runs_of(stack, "hello", RunState.COMPLETED), timeout=30)
+        listing = await command(stack, "/schedules", r"^Schedules")
+        text = listing["text"]
+        assert "• hello · every 1h · clerk · on" in text
+        assert "• outbox-sweep · every 30s · aegis (sweep_outbox) · on" in text
+        assert text.index("hello") < text.index("outbox-sweep")  # the file's first
+        assert "Turn off hello" in buttons(listing)
+
+        answer = await tap(stack, listing, "Turn off hello")
+        assert answer.startswith("hello is off")
+        assert (await row(stack, "hello")).enabled is False
+        turned = await message_with(stack, r"^hello is off", after=listing["message_id"])
+        assert "• hello · every 1h · clerk · off" in turned["text"]
+
+        # Off is off: made due with a barrier, the clock enqueues the barrier and not hello.
+        sweep_before = (await row(stack, "outbox-sweep")).last_enqueued_at
+        hello_before = await row(stack, "hello")
+        await make_due(stack, "hello", "outbox-sweep")
+        await eventually(lambda: _enqueued_after(stack, "outbox-sweep", sweep_before), timeout=10)
+        hello = await row(stack, "hello")
+        assert hello.last_enqueued_at == hello_before.last_enqueued_at
+        assert hello.next_run_at < now()
+        assert len(await runs_of(stack, "hello")) == 1
+
+        answer = await tap(stack, turned, "Turn on hello")
+        assert answer.startswith("hello is on")
+        await eventually(lambda: _count_at_least(runs_of(stack, "hello"), 2), timeout=30)
+    assert len(await runs_of(stack, "hello")) == 2  # on again after its time: one run
+
+
+async def _enqueued_after(stack, name: str, before) -> bool:
+    current = (await row(stack, name)).last_enqueued_at
+    return current is not None and (before is None or current > before)
+
+
+async def _count_at_least(rows, count: int) -> bool:
+    return len(await rows) >= count
+
+
+async def test_editing_aegis_yaml_adds_and_removes_schedules_while_the_clock_runs(stack):
+    evening = """\
+  evening:
+    every: 1d
+    capability: gtd
+    request: wrap up the day
+    enabled: false
+"""
+    async with clock(stack):
+        await eventually(lambda: row(stack, "hello"), timeout=10)
+        assert await row(stack, "evening") is None
+        stack.settings.config_file.write_text(CONFIG + evening, encoding="utf-8")
+        added = await eventually(lambda: row(stack, "evening"), timeout=10)
+        assert (added.enabled, added.interval_seconds, added.capability) == (False, 86400, "gtd")
+        assert (await row(stack, "hello")).enabled is True
+
+        stack.settings.config_file.write_text(AGENTS + "schedules:\n" + evening, "utf-8")
+        await eventually(lambda: _gone(stack, "hello"), timeout=10)
+        assert (await row(stack, "evening")) is not None
+        assert (await row(stack, "outbox-sweep")) is not None  # built-ins stay
+
+
+async def _gone(stack, name: str) -> bool:
+    return await row(stack, name) is None
+
+
+async def test_capability_routing_and_a_capability_nobody_holds(stack, caplog):
+    routed = """\
+  tidy:
+    every: 1h
+    capability: gtd
+    request: tidy the inbox
+  digest:
+    every: 1h
+    capability: research
+    request: read the papers
+"""
+    stack.settings.config_file.write_text(AGENTS + "schedules:\n" + routed, encoding="utf-8")
+    caplog.set_level(logging.WARNING, logger="jobs.scheduled")
+    async with clock(stack):
+        [tidy] = await eventually(lambda: runs_of(stack, "tidy", RunState.COMPLETED), timeout=30)
+        summaries = await eventually(
+            lambda: _with(job_summaries(stack, "scheduled_run"), "capability_missing"),
+            timeout=20,
+        )
+    assert tidy.agent == "clerk"  # the one agent tagged gtd
+    assert {"capability_missing": 1} in summaries
+    assert await runs_of(stack, "digest") == []
+    assert any(
+        "schedule digest skipped" in r.getMessage() and "'research'" in r.getMessage()
+        for r in caplog.records
+    )
+    status = await command(stack, "/status", r"^aegis status")
+    assert "digest needs capability research and no agent holds it" in status["text"]
+    assert "tidy needs" not in status["text"]
+    listing = await command(stack, "/schedules", r"^Schedules")
+    assert "capability research → nobody holds it: skipped" in listing["text"]
+    assert "capability gtd → clerk" in listing["text"]
+
+
+async def _with(summaries, key: str):
+    found = await summaries
+    return found if any(key in summary for summary in found) else None
+
+
+async def test_a_schedule_whose_run_is_still_going_is_skipped_and_status_counts_it(stack):
+    slow = AGENTS + "  slowpoke:\n    harness: script\n    deadline: 120\n    steps:\n"
+    slow += "      - sleep: 120\nschedules:\n  slow:\n    every: 1h\n    agent: slowpoke\n"
+    slow += "    request: take your time\n"
+    stack.settings.config_file.write_text(slow, encoding="utf-8")
+    async with clock(stack):
+        [first] = await eventually(lambda: runs_of(stack, "slow", RunState.RUNNING), timeout=30)
+        await make_due(stack, "slow")
+        skipped = await eventually(lambda: _skipped(stack, "slow"), timeout=10)
+        assert skipped.skipped == 1
+        assert len(await runs_of(stack, "slow")) == 1
+        status = await command(stack, "/status", r"^aegis status")
+        assert "slow: skipped 1 times while its previous run was still going" in status["text"]
+        await stack.ask(f"/cancel {first.id}")
+        await eventually(lambda: runs_of(stack, "slow", RunState.CANCELLED), timeout=20)
+
+
+async def _skipped(stack, name: str):
+    current = await row(stack, name)
+    return current if current.skipped else None
+
+
+async def test_the_daily_briefing_card(stack):
+    [receipt] = await stack.ask("Renew the passport")
+    task_id = int(re.match(r"Captured as task (\d+)", receipt["text"]).group(1))
+    await tap(stack, receipt, "@next")
+    await message_with(stack, rf"^Task {task_id} → @next")
+    card = await stack.services.platform.interactions.create(
+        Ask(Kind.ACKNOWLEDGEMENT, "demo", OWNER_CHAT, "Read the lease before Friday")
+    )
+    sent = await stack.send("/run clerk the briefing check")
+    done = await message_with(stack, r"^Run #\d+ · clerk · completed", after=sent["message_id"])
+    run_id = int(re.match(r"Run #(\d+)", done["text"]).group(1))
+
+    await stack.services.platform.interactions.enqueue("daily_briefing", "daily-briefing")
+    briefing = await message_with(stack, r"^Daily briefing · ")
+    text = briefing["text"]
+    assert f"Daily briefing · {now().date().isoformat()}" in text
+    assert f"@next: 1 task\n  {task_id}. Renew the passport" in text
+    assert f"Waiting on you: 1 card\n  #{card.id} demo: Read the lease before Friday" in text
+    assert "Ran in the last 24 h: 1 completed" in text
+    assert f"#{run_id} clerk · completed · changed: messages sent: 1" in text
+    assert set(buttons(briefing)) == {"Show /next", "Pending cards"}
+
+    await tap(stack, briefing, "Pending cards")
+    await message_with(stack, r"^1 card\(s\) waiting for you", after=briefing["message_id"])
+    await tap(stack, briefing, "Show /next")
+    await message_with(stack, r"^What you can do now", after=briefing["message_id"])
+
+    # One card a day, however often it runs.
+    await stack.services.platform.interactions.enqueue("daily_briefing", "daily-briefing")
+    await eventually(lambda: _count_at_least(job_summaries(stack, "daily_briefing"), 2))
+    briefings = [m for m in await stack.bot_messages() if m["text"].startswith("Daily briefing")]
+    assert len(briefings) == 1
