@@ -170,8 +170,8 @@ class HttpHarness:
             return None, str(failed), clock.ms()
         except TimeoutError:
             return None, "timeout", clock.ms()
-        except aiohttp.ClientError as exc:
-            return None, f"connection error ({type(exc).__name__})", clock.ms()
+        except aiohttp.ClientError:
+            return None, "connection error", clock.ms()
         return turn, OK, clock.ms()
 
     async def _answer_calls(self, ctx: RunContext, messages: list, offer: Offer) -> None:
@@ -317,4 +317,7 @@ class InWorker:
     async def run(self, ctx: RunContext) -> str:
         platform = (await resources()).platform
         ledger = platform.ledger or Ledger(platform.runs.store)
-        return await HttpHarness(lambda: platform.catalog, ledger).run(ctx)
+        harness = HttpHarness(
+            lambda: platform.catalog, ledger, max_turns=MAX_TURNS, ceiling=CALL_CEILING
+        )
+        return await harness.run(ctx)

@@ -85,6 +85,10 @@ class FakeModel:
     def hang(self, seconds: float) -> None:
         self.script.append(("hang", 200, seconds))
 
+    def drop(self) -> None:
+        """Close the connection without an answer."""
+        self.script.append(("drop", 0, None))
+
     # Serving
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
@@ -97,6 +101,9 @@ class FakeModel:
         if kind == "hang":
             await asyncio.sleep(payload)
             return web.json_response({"error": {"message": "too late"}}, status=500)
+        if kind == "drop":
+            request.transport.close()
+            return web.Response(status=500)
         if kind == "raw":
             return web.Response(body=payload, status=status, content_type="text/html")
         return web.json_response(payload, status=status)

@@ -22,6 +22,7 @@ from bot.agents import AgentProfile, HarnessKind
 from bot.harness import HarnessFailed
 from bot.ledger import Ledger
 from bot.tables import agent_runs, audit_events, interactions, model_calls
+from jobs.harnesses import http as http_harness
 from jobs.harnesses.http import (
     MAX_TURNS,
     WIRE_NAME,
@@ -233,11 +234,23 @@ async def test_a_denied_write_tells_the_model_nothing_was_done(stack, first):
     assert done["effects"] == {"cards_asked": 1, "calls_refused": 1}
 
 
-@pytest.mark.parametrize("status", [500, 401])
+FAILURES = {
+    "500": (lambda fake: fake.fail(500), "http 500"),
+    "401": (lambda fake: fake.fail(401), "http 401"),
+    "429": (lambda fake: fake.fail(429), "http 429"),
+    "not a completion": (lambda fake: fake.garbage(), "bad body"),
+    "connection dropped": (lambda fake: fake.drop(), "connection error"),
+    "hung past the ceiling": (lambda fake: fake.hang(30), "timeout"),
+}
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
 async def test_a_failing_provider_falls_to_the_next_and_the_ledger_shows_both(
-    stack, first, second, status
+    stack, first, second, failure, monkeypatch
 ):
-    first.fail(status)
+    fail, status = FAILURES[failure]
+    monkeypatch.setattr(http_harness, "CALL_CEILING", 1.0)  # the worker runs in this process
+    fail(first)
     second.answer("The backup answers.")
     run_id, _ = await start(stack, "/run scout hello")
     done = await run_in(stack, run_id, RunState.COMPLETED)
@@ -248,7 +261,7 @@ async def test_a_failing_provider_falls_to_the_next_and_the_ledger_shows_both(
     assert asked.body["model"] == "backup"
     assert "Authorization" not in asked.headers  # second has no key_env
     assert await ledger_rows(stack) == [
-        ("first", "small", f"http {status}", 0, 0, "scout", run_id),
+        ("first", "small", status, 0, 0, "scout", run_id),
         ("second", "backup", "ok", 10, 5, "scout", run_id),
     ]
 
@@ -257,7 +270,7 @@ async def test_a_failing_provider_falls_to_the_next_and_the_ledger_shows_both(
     assert _timeless(models["text"]) == (
         "Models (provider · model):\n"
         "• first · small\n"
-        f"   never succeeded · last failure HH:MM (http {status}) · 1 call in 24 h\n"
+        f"   never succeeded · last failure HH:MM ({status}) · 1 call in 24 h\n"
         "• second · backup\n"
         "   last ok HH:MM · 1 call in 24 h\n"
         "• first · tiny\n"
