@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from bot.agents import AgentProfile, HarnessKind
 from bot.harness import Harness, HarnessFailed
+from jobs.harnesses.cli import CLIS, CliHarness
 from jobs.harnesses.http import InWorker
 from jobs.harnesses.script import ScriptHarness
 
@@ -16,6 +17,8 @@ def harness_for(agent: AgentProfile) -> Harness:
         return ScriptHarness()
     if agent.harness is HarnessKind.HTTP:
         return InWorker()
+    if agent.harness in CLIS:
+        return CliHarness(CLIS[agent.harness])
     raise HarnessFailed(
         f"{agent.slug} is declared with harness {agent.harness}, which this worker cannot run"
     )

@@ -1,0 +1,399 @@
+"""The coding-CLI harness (claude-code, codex, opencode), end to end and in parts.
+
+End to end, on SQLite and Postgres: /run through the real bot and the emulator, a real Dramatiq
+worker on Redis, and a fake executable per CLI (tests/fakes/) that speaks its vendor's JSON
+stream and records what it was given into its working directory. Each test reads how a run
+ended from its ``agent_runs`` row and what the owner saw from the emulator's transcript.
+
+In parts: the three stream readers (good lines, bad lines, no result), the command line and
+environment a run is given, and the bounded line reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import psutil
+import pytest
+from sqlalchemy import select
+
+from bot.agent_runs import RunState
+from bot.agent_tokens import AgentTokens
+from bot.agents import AgentProfile, HarnessKind
+from bot.tables import agent_runs, agent_tokens
+from jobs.harnesses import cli
+from jobs.harnesses.cli import CLIS, CliProcess, _command, _lines
+from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream
+from tests.helpers.stack import eventually, make_settings, running_stack
+
+FAKES = Path(__file__).resolve().parent.parent / "fakes"
+INSTRUCTIONS = 'You keep {things} tidy.\nQuote "exactly" and never guess.'
+# slug: (harness, fake, model)
+CLI_AGENTS = {
+    "claudia": ("claude-code", "claude", "sonnet"),
+    "cody": ("codex", "codex", "gpt-5-codex"),
+    "opal": ("opencode", "opencode", "anthropic/claude-sonnet-4"),
+}
+FAKE_OF = {slug: fake for slug, (_, fake, _) in CLI_AGENTS.items()} | {"stuck": "claude"}
+CANARY = "AEGIS_CANARY_SECRET"
+
+
+def config_text(root: Path) -> str:
+    lines = ["agents:"]
+    agents = {
+        slug: {"harness": harness, "command": str(FAKES / fake), "model": model}
+        for slug, (harness, fake, model) in CLI_AGENTS.items()
+    }
+    agents["stuck"] = {"harness": "claude-code", "command": str(FAKES / "claude"), "deadline": 2}
+    agents["homeless"] = {"harness": "codex", "command": str(FAKES / "codex")}
+    agents["ghost"] = {"harness": "opencode", "command": str(root / "no-such-opencode")}
+    for slug, spec in agents.items():
+        workdir = root / "no-such-dir" if slug == "homeless" else root / slug
+        workdir.parent.mkdir(parents=True, exist_ok=True)
+        if slug != "homeless":
+            workdir.mkdir(exist_ok=True)
+        spec.setdefault("deadline", 60)
+        spec.update(workdir=str(workdir), instructions=INSTRUCTIONS)
+        lines.append(f"  {slug}:")
+        lines.extend(f"    {key}: {json.dumps(value)}" for key, value in spec.items())
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+async def stack(tmp_path, database_url, redis_server_url, redis_namespace, monkeypatch):
+    # An AEGIS_* variable of the worker's must never reach a CLI (it may hold a secret).
+    monkeypatch.setenv(CANARY, "do not pass on")
+    settings = make_settings(tmp_path / "data", database_url, redis_server_url)
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(config_text(tmp_path / "work"), encoding="utf-8")
+    async with running_stack(settings, namespace=redis_namespace) as running:
+        running.workdirs = tmp_path / "work"
+        yield running
+
+
+async def start(stack, text: str) -> int:
+    """Send a /run command; the run's number, read from its progress message."""
+    sent = await stack.send(text)
+    progress = await message_with(stack, r"^Run #\d+ · ", after=sent["message_id"])
+    return int(re.match(r"Run #(\d+)", progress["text"]).group(1))
+
+
+async def message_with(stack, pattern: str, after: int = 0, timeout: float = 20) -> dict:
+    async def found():
+        for message in await stack.bot_messages(after=after):
+            if re.search(pattern, message["text"] or "", re.DOTALL):
+                return message
+        return None
+
+    return await eventually(found, timeout=timeout)
+
+
+async def run_in(stack, run_id: int, *states: RunState, timeout: float = 20) -> dict:
+    async def reached():
+        async with stack.store.read() as conn:
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+        return row._mapping if row.status in states else None
+
+    return dict(await eventually(reached, timeout=timeout))
+
+
+async def recorded(stack, slug: str, count: int = 1) -> dict:
+    """What the fake CLI of ``slug`` recorded on its ``count``-th start."""
+    path = stack.workdirs / slug / f"fake-{FAKE_OF[slug]}.jsonl"
+
+    def read():
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        return json.loads(lines[count - 1]) if len(lines) >= count else None
+
+    return await eventually(read, timeout=20)
+
+
+def gone(pid: int, *, reaped: bool) -> bool:
+    """Whether ``pid`` is dead; ``reaped``: not even a zombie is left (we are its parent)."""
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.NoSuchProcess:
+        return True
+    return not reaped and status == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.parametrize("slug", sorted(CLI_AGENTS))
+async def test_a_cli_runs_in_its_workdir_with_its_own_instructions_and_token(stack, slug):
+    harness, _, model = CLI_AGENTS[slug]
+    run_id = await start(stack, f"/run {slug} wait for go, then tidy up")
+    given = await recorded(stack, slug)
+    workdir = str(stack.workdirs / slug)
+    assert given["cwd"] == workdir and given["env_pwd"] == workdir
+    assert given["request"] == "wait for go, then tidy up"
+    assert given["instructions"] == INSTRUCTIONS  # braces and quotes as written
+    assert given["model"] == model
+    assert given["mcp_url"] == f"http://127.0.0.1:{stack.settings.mcp_port}/mcp"
+    assert given["pgid"] != os.getpgid(0)  # a process group of its own
+    token = given["token"]
+    assert token and not any(token in arg for arg in given["argv"])
+    assert CANARY not in given["aegis_env"]
+    assert given["aegis_env"] == (["AEGIS_MCP_TOKEN"] if harness == "codex" else [])
+    if given["mcp_config_mode"] is not None:
+        assert given["mcp_config_mode"] == "0o600"
+    # While the run goes on, the token is the agent's, and only its hash is stored.
+    tokens = AgentTokens(stack.store)
+    assert await tokens.verify(token) == slug
+    async with stack.store.read() as conn:
+        rows = (await conn.execute(select(agent_tokens))).all()
+    [row] = [r for r in rows if r.run_id == run_id]
+    assert row.token_hash == hashlib.sha256(token.encode()).hexdigest() and row.agent == slug
+    assert all(token not in str(tuple(r)) for r in rows)
+
+    (stack.workdirs / slug / "go").touch()
+    ended = await run_in(stack, run_id, RunState.COMPLETED, RunState.FAILED)
+    assert ended["status"] == RunState.COMPLETED, ended["error"]
+    assert ended["result"] == "Done: wait for go, then tidy up"
+    assert ended["effects"]["cli_tool_uses"] == 2
+    await message_with(stack, r"^Done: wait for go, then tidy up$")
+    # Over: the token is revoked and the run's private files are gone.
+    assert await tokens.verify(token) is None
+    assert given["config_path"] is None or not Path(given["config_path"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("request_text", "why"),
+    [
+        ("exit 3", r"exited with status 3; the whole of its stderr: warming up\nfatal: the model"),
+        ("garbage", r"the output of \S+ could not be read: 0 events, 3 unreadable lines"),
+        ("silent", r"\S+ printed nothing"),
+        ("report failure", r"\S+ reported a failure: the model is overloaded"),
+    ],
+)
+async def test_a_cli_that_fails_ends_the_run_failed_with_the_reason_shown(stack, request_text, why):
+    for slug in sorted(CLI_AGENTS):
+        run_id = await start(stack, f"/run {slug} {request_text}")
+        ended = await run_in(stack, run_id, RunState.COMPLETED, RunState.FAILED)
+        assert ended["status"] == RunState.FAILED
+        assert re.search(why, ended["error"]), ended["error"]
+        told = await message_with(stack, rf"^Run #{run_id} failed: ")
+        assert re.search(why, told["text"]), told["text"]
+        token = (await recorded(stack, slug))["token"] if request_text == "exit 3" else None
+        assert token is None or token not in told["text"]
+
+
+async def test_a_hung_cli_and_its_child_are_killed_at_the_deadline(stack):
+    run_id = await start(stack, "/run stuck hang, spawn a child first")
+    given = await recorded(stack, "stuck")
+    assert given["child_pid"] is not None and not gone(given["child_pid"], reaped=False)
+    ended = await run_in(stack, run_id, RunState.TIMED_OUT, RunState.FAILED, RunState.COMPLETED)
+    assert ended["status"] == RunState.TIMED_OUT
+    await message_with(stack, rf"^Run #{run_id} timed out: stopped at its deadline")
+    await eventually(lambda: gone(given["pid"], reaped=True))
+    await eventually(lambda: gone(given["child_pid"], reaped=False))
+    assert await AgentTokens(stack.store).verify(given["token"]) is None
+
+
+async def test_cancel_kills_a_running_cli_and_its_child(stack):
+    # It ignores SIGTERM, so only the SIGKILL that follows the grace stops it.
+    run_id = await start(stack, "/run opal hang stubborn, spawn a child first")
+    given = await recorded(stack, "opal")
+    await run_in(stack, run_id, RunState.RUNNING)
+    [answer] = await stack.ask(f"/cancel {run_id}")
+    assert answer["text"] == f"Stopping run #{run_id}; its message shows when it has stopped."
+    ended = await run_in(stack, run_id, RunState.CANCELLED, RunState.FAILED, RunState.COMPLETED)
+    assert ended["status"] == RunState.CANCELLED
+    await message_with(stack, rf"^Run #{run_id} was cancelled")
+    await eventually(lambda: gone(given["pid"], reaped=True))
+    await eventually(lambda: gone(given["child_pid"], reaped=False))
+
+
+async def test_a_cli_agent_without_its_workdir_or_its_command_fails_in_words(stack):
+    run_id = await start(stack, "/run homeless do something")
+    ended = await run_in(stack, run_id, RunState.FAILED, RunState.COMPLETED)
+    assert (
+        ended["error"] == f"homeless's workdir {stack.workdirs / 'no-such-dir'} is not a directory."
+    )
+    run_id = await start(stack, "/run ghost do something")
+    ended = await run_in(stack, run_id, RunState.FAILED, RunState.COMPLETED)
+    assert "ghost's command" in ended["error"] and "was not found" in ended["error"]
+    await message_with(stack, rf"^Run #{run_id} failed: ghost's command")
+    async with stack.store.read() as conn:  # refused before a token was made
+        assert (await conn.execute(select(agent_tokens))).all() == []
+
+
+# The stream readers, line by line.
+
+CLAUDE_LINES = [
+    {"type": "system", "subtype": "init", "model": "claude-sonnet", "tools": []},
+    {
+        "type": "assistant",
+        "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": "ls"}}]},
+    },
+    {"type": "user", "message": {"content": [{"type": "tool_result", "content": "a\nb"}]}},
+    {"type": "assistant", "message": {"content": [{"type": "text", "text": "Two files."}]}},
+    {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "There are two files.",
+        "usage": {"input_tokens": 10, "output_tokens": 4},
+    },
+]
+CODEX_LINES = [
+    {"type": "thread.started", "thread_id": "t1"},
+    {"type": "turn.started"},
+    {"type": "item.started", "item": {"id": "i0", "type": "command_execution", "command": "ls"}},
+    {"type": "item.completed", "item": {"id": "i0", "type": "command_execution", "command": "ls"}},
+    {
+        "type": "item.started",
+        "item": {"id": "i1", "type": "mcp_tool_call", "server": "aegis", "tool": "read_clock"},
+    },
+    {"type": "item.completed", "item": {"id": "i2", "type": "agent_message", "text": "Done."}},
+    {"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 4}},
+]
+OPENCODE_LINES = [
+    {"type": "step_start", "part": {"type": "step-start"}},
+    {"type": "text", "part": {"type": "text", "text": "Let me look."}},
+    {"type": "tool_use", "part": {"tool": "bash", "state": {"status": "completed", "input": {}}}},
+    {"type": "step_finish", "part": {"reason": "tool-calls", "tokens": {"input": 5}}},
+    {"type": "step_start", "part": {"type": "step-start"}},
+    {"type": "text", "part": {"type": "text", "text": "It is tidy."}},
+    {"type": "step_finish", "part": {"reason": "stop", "tokens": {"input": 5, "output": 3}}},
+]
+
+
+def feed(reader, events, *extra_lines):
+    steps = []
+    for line in [json.dumps(e) for e in events] + list(extra_lines):
+        steps += reader.feed(line)
+    return steps
+
+
+def test_claude_stream_gives_steps_and_the_result_event():
+    reader = ClaudeStream()
+    steps = feed(reader, CLAUDE_LINES)
+    assert steps == ["started (claude-sonnet)", "using Bash ls", "writing: Two files."]
+    assert reader.answer() == "There are two files."
+    assert (reader.tool_uses, reader.input_tokens, reader.output_tokens) == (1, 10, 4)
+    assert reader.failure is None and reader.malformed == 0
+
+
+def test_codex_stream_answers_with_the_last_agent_message():
+    reader = CodexStream()
+    steps = feed(reader, CODEX_LINES)
+    assert steps == ["running ls", "calling aegis.read_clock", "writing: Done."]
+    assert reader.answer() == "Done." and reader.tool_uses == 1
+
+
+def test_opencode_stream_answers_with_the_last_step_that_ended_the_turn():
+    reader = OpencodeStream()
+    steps = feed(reader, OPENCODE_LINES)
+    assert steps == ["writing: Let me look.", "used bash", "writing: It is tidy."]
+    assert reader.answer() == "It is tidy."
+
+
+@pytest.mark.parametrize(
+    ("reader_type", "events"),
+    [(ClaudeStream, CLAUDE_LINES), (CodexStream, CODEX_LINES), (OpencodeStream, OPENCODE_LINES)],
+)
+def test_bad_lines_are_skipped_and_counted(reader_type, events):
+    reader = reader_type()
+    feed(reader, events[:2], "not json", '{"cut": ', "[1, 2]", '"text"', "")
+    feed(reader, events[2:])
+    assert reader.malformed == 4  # the blank line is no line at all
+    assert reader.answer() is not None
+
+
+def test_an_event_of_an_unexpected_shape_is_counted_as_unreadable():
+    reader = ClaudeStream()
+    feed(reader, [{"type": "assistant", "message": 3}, {"type": "something new"}])
+    assert (reader.events, reader.malformed) == (2, 1)
+
+
+def test_a_stream_without_a_result_falls_back_to_the_last_text_or_to_nothing():
+    reader = ClaudeStream()
+    feed(reader, CLAUDE_LINES[:4])
+    assert reader.answer() == "Two files."  # no result event: the last assistant message
+    reader = ClaudeStream()
+    feed(reader, CLAUDE_LINES[:3], "garbage")
+    assert reader.answer() is None
+
+
+@pytest.mark.parametrize(
+    ("reader_type", "event", "failure"),
+    [
+        (
+            ClaudeStream,
+            {"type": "result", "subtype": "error_max_turns", "is_error": True},
+            "it ended with error_max_turns",
+        ),
+        (
+            CodexStream,
+            {"type": "turn.failed", "error": {"message": "quota exceeded"}},
+            "quota exceeded",
+        ),
+        (CodexStream, {"type": "error", "message": "stream closed"}, "stream closed"),
+        (
+            OpencodeStream,
+            {"type": "error", "error": {"name": "APIError", "data": {"message": "401"}}},
+            "401",
+        ),
+    ],
+)
+def test_a_failure_the_cli_reports_is_kept(reader_type, event, failure):
+    reader = reader_type()
+    feed(reader, [event])
+    assert reader.failure == failure
+
+
+# The command line and environment a run is given.
+
+
+def profile(kind: HarnessKind, tmp_path: Path, **changes) -> AgentProfile:
+    values = {
+        "slug": "ada",
+        "name": "Ada",
+        "harness": kind,
+        "model": "m1",
+        "instructions": "Mind the {braces}.",
+        "workdir": tmp_path,
+    }
+    return AgentProfile(**{**values, **changes})
+
+
+@pytest.mark.parametrize("kind", sorted(CLIS))
+def test_the_token_is_never_on_the_command_line_and_the_workers_secrets_stay_home(
+    kind, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("AEGIS_TELEGRAM_TOKEN", "123:bot-secret")
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    argv, env = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
+    assert not any("tok-123" in arg for arg in argv)
+    assert "AEGIS_TELEGRAM_TOKEN" not in env and env["PWD"] == str(tmp_path)
+    written = "".join(p.read_text() for p in rundir.iterdir())
+    shown = " ".join(argv) + written + json.dumps({k: env[k] for k in env if k not in os.environ})
+    assert "tok-123" in shown  # it does reach the CLI, through a file or its environment
+    assert "Mind the {braces}." in shown and "m1" in argv
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in rundir.iterdir())
+
+
+def test_an_agent_without_a_model_or_instructions_gets_neither_flag(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    agent = profile(HarnessKind.CLAUDE_CODE, tmp_path, model="", instructions="")
+    argv, _ = _command(CLIS[HarnessKind.CLAUDE_CODE], agent, rundir, 8743, "tok")
+    assert "--model" not in argv and "--append-system-prompt" not in argv
+
+
+async def test_a_line_too_long_is_dropped_and_counted_and_the_rest_read(monkeypatch):
+    monkeypatch.setattr(cli, "MAX_LINE_BYTES", 10)
+    monkeypatch.setattr(cli, "READ_CHUNK", 4)
+    stream = asyncio.StreamReader()
+    stream.feed_data(b'{"a": 1}\n' + b"x" * 25 + b"\n{}\nlast")
+    stream.feed_eof()
+    holder = CliProcess.__new__(CliProcess)
+    holder.stdout_bytes = 0
+    lines = [line async for line in _lines(stream, holder)]
+    assert lines == [b'{"a": 1}', None, b"{}", b"last"]
+    assert holder.stdout_bytes == 9 + 26 + 3 + 4
