@@ -25,7 +25,7 @@ def schedules_view(
 ) -> tuple[str, dict[str, Any] | None]:
     if not rows:
         return "No schedules yet: the clock adds them when it starts.", None
-    lines = ["Schedules (times in UTC):"]
+    lines = ["Schedules:"]
     buttons = []
     for row in rows:
         lines += schedule_lines(row, agents)
@@ -45,7 +45,7 @@ def schedule_lines(row: ScheduleRow, agents: dict[str, AgentProfile]) -> list[st
         f"last {short_time(row.last_enqueued_at)}" if row.last_enqueued_at else "not run yet"
     )
     if row.skipped:
-        facts.append(f"skipped {row.skipped} (last {short_time(row.last_skipped_at)})")
+        facts.append(f"skipped {row.skipped} while busy (last {short_time(row.last_skipped_at)})")
     return [head, "   " + " · ".join(facts)]
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 
 from bot.agent_runs import ACTIVE, RunState
 from bot.agents import ScheduleSpec
@@ -49,7 +49,6 @@ BUILTIN_SCHEDULES = (
     Schedule("interaction-sweep", "sweep_interactions", 30),
     Schedule("run-sweep", "sweep_runs", 30),
     Schedule("triage-sweep", "sweep_triage", 15 * 60),
-    Schedule("assigned-sweep", "sweep_assigned", 15 * 60),
     Schedule("weekly-review", "weekly_review", 7 * 24 * 3600, first_at_once=False),
     Schedule("daily-briefing", "daily_briefing", 24 * 3600, first_at_once=False),
 )
@@ -209,12 +208,20 @@ class Schedules:
             enqueued.append(row.name)
         return enqueued
 
-    async def still_running(self, name: str) -> bool:
-        """Whether a run of this schedule is queued, running or parked on a card."""
+    async def still_running(self, name: str, *, other_than: str | None = None) -> bool:
+        """Whether a run of this schedule is queued, running or parked on a card; a run keyed
+        ``other_than`` does not count (a redelivered message finds the run it started)."""
         query = select(func.count()).where(
             agent_runs.c.schedule == name,
             agent_runs.c.status.in_((*ACTIVE, RunState.PARKED)),
         )
+        if other_than is not None:
+            query = query.where(
+                or_(
+                    agent_runs.c.idempotency_key.is_(None),
+                    agent_runs.c.idempotency_key != other_than,
+                )
+            )
         async with self.store.read() as conn:
             return (await conn.execute(query)).scalar_one() > 0
 

@@ -9,6 +9,7 @@ works it out from the schedule rows and the agents in force, so fixing aegis.yam
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import dramatiq
@@ -24,6 +25,7 @@ from jobs.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)
+CONFIG_LOOKS, CONFIG_LOOK_EVERY = 10, 0.25  # LiveConfig looks at the file once a second
 
 
 def owner_chats(settings: Settings) -> list[int]:
@@ -45,7 +47,8 @@ async def scheduled_run(schedule: str, due: str = "") -> dict:
         return {"schedules_gone": 1}
     if not row.enabled:
         return {"schedules_off": 1}  # switched off after it was enqueued
-    if await schedules.still_running(schedule):
+    key = f"schedule:{schedule}:{due}" if due else None
+    if await schedules.still_running(schedule, other_than=key):
         # The clock skips these too; this catches messages queued while no worker ran.
         await schedules.note_skip(schedule)
         return {"runs_skipped": 1}
@@ -60,9 +63,8 @@ async def scheduled_run(schedule: str, due: str = "") -> dict:
             )
             return {"capability_missing": 1}
         agent = holder.slug
-    elif agent not in platform.agents:
-        # The clock read a newer aegis.yaml than this worker has yet (each looks once a second):
-        # raised, so Dramatiq retries once this worker has read it too.
+    elif not await _knows(platform, agent):
+        # Still unknown: raised, so Dramatiq retries once this worker has read the file too.
         raise ConfigError(f"schedule {schedule}: this worker does not know agent {agent!r} yet")
     chats = owner_chats(res.settings)
     if not chats:
@@ -75,9 +77,20 @@ async def scheduled_run(schedule: str, due: str = "") -> dict:
             chats[0],
             origin=RunOrigin.SCHEDULE,
             schedule=schedule,
-            key=f"schedule:{schedule}:{due}" if due else None,
+            key=key,
         )
     except RunRefused as exc:
         logger.warning("schedule %s did not start a run: %s", schedule, exc)
         return {"runs_refused": 1}
     return {"runs_started": 1}
+
+
+async def _knows(platform, agent: str) -> bool:
+    """Whether this worker's aegis.yaml has the agent, looking again for a moment: the clock
+    may have read a newer file than this worker (each looks once a second), and a schedule
+    added with its agent is due at once."""
+    for _ in range(CONFIG_LOOKS):
+        if agent in platform.agents:
+            return True
+        await asyncio.sleep(CONFIG_LOOK_EVERY)
+    return agent in platform.agents

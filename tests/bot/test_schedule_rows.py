@@ -8,8 +8,10 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from aegis.clock import FileSchedules
 from bot.agent_runs import AgentRuns, RunOrigin, RunState
 from bot.agents import ScheduleSpec
+from bot.live_config import LiveConfig
 from bot.outbox import Outbox
 from bot.schedules import BUILTIN_SCHEDULES, FILE_ACTOR, Schedule, Schedules
 from bot.tables import agent_runs, schedules
@@ -202,3 +204,42 @@ async def test_the_file_schedules_are_listed_first(store):
     async with store.read() as conn:
         sources = set((await conn.execute(select(schedules.c.source))).scalars())
     assert sources == {"file", "builtin"}
+
+
+FILE = """\
+agents:
+  scout:
+    harness: script
+    steps: [{say: hi}]
+schedules:
+  news: {every: 1h, agent: scout, request: "What happened overnight?"}
+"""
+
+
+async def test_the_clock_reconciles_when_the_file_changes_and_never_a_bad_file(store, tmp_path):
+    path = tmp_path / "aegis.yaml"
+    path.write_text(FILE, encoding="utf-8")
+    rows = Schedules(store)
+    follow = FileSchedules(rows, LiveConfig(path, look_every=0))
+    await follow.reconcile_if_changed()
+    assert (await rows.get("news")).interval_seconds == 3600
+    await rows.switch("news", False)
+
+    path.write_text(FILE.replace("every: 1h", "every: 90m"), encoding="utf-8")
+    await follow.reconcile_if_changed()
+    news = await rows.get("news")
+    assert (news.interval_seconds, news.enabled) == (5400, False)
+
+    path.write_text(FILE + "  broken: {every: 1h}\n", encoding="utf-8")  # no agent, no request
+    await follow.reconcile_if_changed()
+    assert (await rows.get("news")).interval_seconds == 5400  # the last good file stays
+
+    # A clock that starts on a bad file runs on the built-ins alone: that removes nothing.
+    restarted = FileSchedules(rows, LiveConfig(path, look_every=0))
+    assert restarted.config.problem is not None
+    await restarted.reconcile_if_changed()
+    assert await rows.get("news") is not None
+
+    path.write_text("", encoding="utf-8")  # fixed, and no schedules any more
+    await restarted.reconcile_if_changed()
+    assert await rows.get("news") is None
