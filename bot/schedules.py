@@ -49,6 +49,7 @@ BUILTIN_SCHEDULES = (
     Schedule("interaction-sweep", "sweep_interactions", 30),
     Schedule("run-sweep", "sweep_runs", 30),
     Schedule("triage-sweep", "sweep_triage", 15 * 60),
+    Schedule("assigned-sweep", "sweep_assigned", 15 * 60),
     Schedule("weekly-review", "weekly_review", 7 * 24 * 3600, first_at_once=False),
     Schedule("daily-briefing", "daily_briefing", 24 * 3600, first_at_once=False),
 )

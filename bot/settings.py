@@ -78,6 +78,15 @@ class Settings(BaseSettings):
         description="Tokens all agents together may spend in a rolling 24 hours; once spent, "
         "new runs are refused with a card. Default: no overall budget.",
     )
+    delegation_per_tick: int = Field(
+        5, ge=0, description="Assigned tasks the sweep hands to their agents per tick."
+    )
+    delegation_cooldown_seconds: int = Field(
+        3600, ge=0, description="A task whose run started this recently is not started again."
+    )
+    delegation_expensive_cap: int = Field(
+        2, ge=0, description="Expensive agents' runs under way at once, across the fleet."
+    )
     config_file: Path = Field(
         Path("aegis.yaml"),
         description="Behaviour as data: your tools and agents. A missing file is fine.",

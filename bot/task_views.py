@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
-from bot.cards import visible
+from bot.cards import clip, visible
 from bot.tasks import Captured, Page, State, Task, group_by_label
 from bot.timeutil import short_time
 
@@ -40,6 +40,7 @@ EMPTY = {
     "someday": "Nothing in @someday.",
 }
 BUTTONS_PER_PAGE = 5  # tasks with their own row of buttons, on one page
+COMMENT_CHARS = 600  # each comment shown by /task; five of them fit one message
 
 
 def captured_text(captured: Captured) -> str:
@@ -109,7 +110,7 @@ def found_view(
     return "\n".join(lines), {"inline_keyboard": rows} if rows else None
 
 
-def task_detail(task: Task) -> str:
+def task_detail(task: Task, comments: list[str] | None = None) -> str:
     lines = [f"Task {task.id} [{task.describe_state()}]: {_title(task)}"]
     if task.body and task.body != task.title:
         lines += ["", visible(task.body)]
@@ -125,7 +126,14 @@ def task_detail(task: Task) -> str:
     files = [a for a in task.attachments if a.get("kind") not in ("text", "link")]
     if files:
         facts.append(f"{len(files)} attachment{'s' if len(files) != 1 else ''}")
-    return "\n".join([*lines, "", "; ".join(facts)])
+    lines += ["", "; ".join(facts)]
+    if comments:
+        lines += [
+            "",
+            "Latest comments:",
+            *(f"- {visible(clip(c, COMMENT_CHARS))}" for c in comments),
+        ]
+    return "\n".join(lines)
 
 
 def review_view(

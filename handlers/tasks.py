@@ -105,10 +105,13 @@ async def show(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     task_id = await _task_id(update, context, "/task 12 shows task 12.")
     if task_id is None:
         return
-    task = await services(context).platform.tasks.get(task_id)
-    await reply(
-        update, context, task_views.task_detail(task) if task else f"There is no task {task_id}."
-    )
+    tasks = services(context).platform.tasks
+    task = await tasks.get(task_id)
+    if task is None:
+        await reply(update, context, f"There is no task {task_id}.")
+        return
+    # Its latest comments: why it was parked, what a run did.
+    await reply(update, context, task_views.task_detail(task, await tasks.comments(task_id)))
 
 
 async def done(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -14,6 +14,7 @@ ACTOR_MODULES = (
     "jobs.demo",
     "jobs.triage",
     "jobs.agent_runs",
+    "jobs.delegation",
     "jobs.scheduled",
     "jobs.briefing",
 )
