@@ -287,6 +287,17 @@ class AgentRuns:
             row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
         return AgentRun.from_row(row)
 
+    async def hand_back(self, run_id: int) -> bool:
+        """A worker shutting down gives the run back as queued; the next one goes on from its
+        last checkpoint, within the deadline it already had."""
+        async with self.store.write() as conn:
+            moved = await conn.execute(
+                update(agent_runs)
+                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
+                .values(status=RunState.QUEUED, step="handed back by a stopping worker")
+            )
+        return moved.rowcount == 1
+
     async def cancel(self, run_id: int) -> AgentRun | None:
         """Stop a run: a queued or parked one ends here; a running one is asked to stop (its
         worker sees the flag within a second and kills what it started). None: no such run."""
@@ -330,7 +341,8 @@ class AgentRuns:
 
     async def adrift(self, *, stale_after: timedelta, queued_for: timedelta) -> list[int]:
         """Runs nobody is working on: running without a heartbeat for ``stale_after`` (a
-        killed worker), or queued for ``queued_for`` (a lost message)."""
+        killed worker), handed back by a stopping worker, or queued for ``queued_for`` (a lost
+        message)."""
         moment = now()
         query = (
             select(agent_runs.c.id)
@@ -342,7 +354,10 @@ class AgentRuns:
                     ),
                     and_(
                         agent_runs.c.status == RunState.QUEUED,
-                        agent_runs.c.created_at < moment - queued_for,
+                        or_(
+                            agent_runs.c.attempts > 0,  # handed back by a stopping worker
+                            agent_runs.c.created_at < moment - queued_for,
+                        ),
                     ),
                 )
             )

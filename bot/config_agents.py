@@ -48,7 +48,7 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}\Z")
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)?\Z")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 MIN_INTERVAL_SECONDS = 10
-MAX_DEADLINE_SECONDS = 12 * 3600  # the runner's own time limit is above this (jobs/agent_runs.py)
+MAX_DEADLINE_SECONDS = 12 * 3600  # a run longer than this is a mistake in the file
 
 
 def agent_profile(path: Path, slug: str, spec: dict, tools: frozenset[str], name: str):

@@ -1,7 +1,9 @@
 """Running agents: ``run_agent`` carries one run to a clear end; ``sweep_runs`` takes up runs
 nobody is working on.
 
-A run holds its row by beating its heartbeat every second. Between beats the runner reads the
+``run_agent`` claims the run and carries it as a task on the worker's event loop
+(jobs/running.py), so a long run holds no worker thread. A run holds its row by beating its
+heartbeat every second. Between beats the runner reads the
 clock against the run's deadline and the row's cancel flag: past the deadline or cancelled, the
 harness is cancelled (a CLI is killed with its whole process group) and the run ends
 ``timed_out`` or ``cancelled``. A worker killed outright stops beating; ``sweep_runs`` sees the
@@ -28,6 +30,7 @@ from bot.agent_runs import AgentRun, RunState, progress_text
 from bot.errors import BrokerError
 from bot.harness import HarnessFailed, Parked, RunContext
 from bot.tasks import Closed, State, TaskRefused
+from jobs import running
 from jobs.broker import require_broker
 from jobs.harnesses import harness_for
 from jobs.resources import resources
@@ -40,11 +43,11 @@ WATCH_EVERY = 0.1  # seconds between looks at the deadline
 PROGRESS_EVERY = 10.0  # seconds between progress edits that only move the elapsed time
 STEP_EDITS_EVERY = 2.0  # a harness changing step faster than this is shown less often
 CANCEL_GRACE = 5.0  # seconds a cancelled harness has to clean up (kill its processes)
-LONGEST_RUN_MS = 13 * 3600 * 1000  # above the longest deadline aegis.yaml accepts
 
 
-# Not retried by Dramatiq: a run is taken up again by sweep_runs, from its checkpoint.
-@dramatiq.actor(queue_name="runs", max_retries=0, time_limit=LONGEST_RUN_MS)
+# Not retried by Dramatiq: a run is taken up again by sweep_runs, from its checkpoint. The
+# actor only claims the run and hands it to a task on the worker's loop (jobs/running.py).
+@dramatiq.actor(queue_name="runs", max_retries=0)
 async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
     res = await resources()
     platform = res.platform
@@ -69,7 +72,8 @@ async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
     if settled is None and run.state.get("continued_from"):
         # Taken over from a worker that died right after a card was settled.
         settled = await platform.interactions.get(run.state["continued_from"])
-    return await Runner(res, run, settled).go()
+    running.carry(run.id, Runner(res, run, settled).go())
+    return {"runs_started": 1}
 
 
 class Runner:
@@ -110,7 +114,11 @@ class Runner:
         except HarnessFailed as exc:
             return await self._end(ctx, RunState.FAILED, error=str(exc))
         work = asyncio.create_task(harness.run(ctx))
-        stopped = await self._watch(work, ctx)
+        try:
+            stopped = await self._watch(work, ctx)
+        except asyncio.CancelledError:  # the worker is stopping: stop the harness too
+            await _stop(work)
+            raise
         if stopped is not None:
             status, why = stopped
             return await self._end(ctx, status, error=why)

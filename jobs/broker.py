@@ -14,7 +14,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from bot.errors import BrokerError
-from jobs.middleware import RunRecorder, WorkerHeartbeat, WorkerResources
+from jobs.middleware import RunRecorder, RunsHandBack, WorkerHeartbeat, WorkerResources
 
 NAMESPACE = "aegis"
 
@@ -50,6 +50,7 @@ def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBrok
     broker.add_middleware(WorkerResources())
     broker.add_middleware(RunRecorder())
     broker.add_middleware(WorkerHeartbeat())
+    broker.add_middleware(RunsHandBack())
     dramatiq.set_broker(broker)
     if _configured is not None:
         _rebind_actors(_configured, broker)

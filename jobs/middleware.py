@@ -13,6 +13,7 @@ from dramatiq.asyncio import get_event_loop_thread
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.runs import RunRecord, RunStatus
 from bot.timeutil import now
+from jobs import running
 from jobs.resources import close_resources, resources
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,23 @@ class WorkerHeartbeat(Middleware):
             await beats.stop(self.process)
         else:
             await beats.beat(self.process, "worker", self.started_at)
+
+
+class RunsHandBack(Middleware):
+    """At shutdown, stops the agent runs this worker carries and queues them again."""
+
+    def before_worker_shutdown(self, broker, worker) -> None:
+        try:
+            _run_on_worker_loop(_hand_back_runs())
+        except Exception:
+            logger.warning("could not hand back the running agents", exc_info=True)
+
+
+async def _hand_back_runs() -> None:
+    if running.carried():
+        runs = (await resources()).platform.runs
+        count = await running.stop_all(runs.hand_back)
+        logger.info("handed back %d agent runs", count)
 
 
 class WorkerResources(Middleware):

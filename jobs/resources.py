@@ -73,7 +73,8 @@ async def resources() -> Resources:
 
 
 async def close_resources() -> None:
-    global _resources
+    global _resources, _lock
+    _lock = None  # bound to this loop; a worker started later in this process has its own
     if _resources is None:
         return
     current, _resources = _resources, None

@@ -7,8 +7,10 @@ emulator's transcript; it waits for states, never for a time.
 
 from __future__ import annotations
 
+import asyncio
 import re
 
+import dramatiq
 import pytest
 from sqlalchemy import func, select
 
@@ -302,3 +304,47 @@ async def test_a_broken_aegis_yaml_keeps_the_last_good_one(stack):
     assert "scribe" in platform.agents  # still the last good file
     run_id, _ = await start(stack, "/run sleeper still works")
     await run_in(stack, run_id, RunState.TIMED_OUT)
+
+
+HANDOFF = """\
+agents:
+  relay:
+    harness: script
+    deadline: 120
+    steps:
+      - say: first leg
+      - sleep: 2
+      - say: second leg
+"""
+
+
+async def test_a_stopping_worker_hands_its_run_back_and_the_next_worker_goes_on(
+    tmp_path, database_url, redis_server_url, redis_namespace
+):
+    settings = make_settings(tmp_path / "data", database_url, redis_server_url)
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(HANDOFF, encoding="utf-8")
+    async with running_stack(settings, namespace=redis_namespace, worker=False) as stack:
+        worker = await asyncio.to_thread(start_worker, stack.broker)
+        run_id, _ = await start(stack, "/run relay go")
+        await message_with(stack, "^first leg$")
+        await asyncio.to_thread(worker.stop)  # mid-sleep: the run is handed back
+        handed = await run_in(stack, run_id, RunState.QUEUED)
+        assert handed["state"]["step"] == 1 and handed["attempts"] == 1
+
+        worker = await asyncio.to_thread(start_worker, stack.broker)
+        try:
+            await stack.services.platform.interactions.enqueue("sweep_runs")
+            done = await run_in(stack, run_id, RunState.COMPLETED)
+            await message_with(stack, "^second leg$")
+            texts = [m["text"] for m in await stack.bot_messages()]
+        finally:
+            await asyncio.to_thread(worker.stop)
+    assert done["attempts"] == 2
+    assert texts.count("first leg") == 1 and texts.count("second leg") == 1
+
+
+def start_worker(broker):
+    worker = dramatiq.Worker(broker, worker_threads=2, worker_timeout=50)
+    worker.start()
+    return worker

@@ -1,4 +1,4 @@
-"""agent runs, the model-call ledger, agent tokens, schedules from aegis.yaml, replies to earlier rows
+"""agent runs, model-call ledger, agent tokens, schedules from aegis.yaml, replies to rows
 
 Revision ID: 0004
 Revises: 0003
