@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, union_all
 
 from bot.agent_runs import ACTIVE, AgentRun, RunOrigin, RunRefused, RunState
 from bot.agents import AgentProfile, HarnessKind, TaskHandler
@@ -66,7 +66,7 @@ class Pick:
     """What one sweep hands out: task ids, oldest first."""
 
     task_ids: list[int]
-    over_cap: int = 0  # expensive tasks among the oldest, left for a later tick
+    over_cap: int = 0  # expensive tasks the quota had room for, left for a later tick
 
 
 @dataclass(frozen=True)
@@ -103,18 +103,14 @@ class Delegation:
         cap as counted now."""
         expensive = self._expensive_agents()
         budget = self.limits.expensive_cap - await self._expensive_under_way(expensive)
-        query = (
-            select(tasks.c.id, tasks.c.assignee)
-            .where(eligible(now(), self.limits.cooldown))
-            .order_by(tasks.c.id)
-            .limit(self.limits.per_tick)
-        )
-        if budget <= 0 and expensive:
-            query = query.where(tasks.c.assignee.not_in(expensive))
+        quota = self.limits.per_tick
+        query = oldest_eligible(now(), self.limits, expensive)
         async with self.store.read() as conn:
-            rows = (await conn.execute(query)).all()
+            rows = sorted((await conn.execute(query)).all(), key=lambda row: row.id)
         picked, over_cap = [], 0
         for row in rows:
+            if len(picked) == quota:
+                break
             if row.assignee in expensive:
                 if budget <= 0:
                     over_cap += 1
@@ -192,6 +188,25 @@ class Delegation:
     async def _over_cap(self) -> bool:
         under_way = await self._expensive_under_way(self._expensive_agents())
         return under_way >= self.limits.expensive_cap
+
+
+def oldest_eligible(moment: datetime, limits: Limits, expensive: list[str]):
+    """The sweep's one statement: the oldest eligible tasks (id, assignee), up to the quota;
+    with expensive agents, up to the quota of the cheap and of the expensive apart, so
+    expensive tasks crowding the head of the queue cannot use up a tick that may start no
+    more of them."""
+    condition = eligible(moment, limits.cooldown)
+
+    def oldest(*where):
+        query = select(tasks.c.id, tasks.c.assignee).where(condition, *where)
+        return query.order_by(tasks.c.id).limit(limits.per_tick)
+
+    if not expensive:
+        return oldest()
+    return union_all(
+        oldest(tasks.c.assignee.not_in(expensive)).subquery().select(),
+        oldest(tasks.c.assignee.in_(expensive)).subquery().select(),
+    )
 
 
 def eligible(moment: datetime, cooldown: timedelta):

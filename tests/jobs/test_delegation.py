@@ -348,26 +348,28 @@ async def test_expensive_runs_stay_under_the_cap_across_the_fleet(
         tmp_path, database_url, redis_server_url, redis_namespace, queues={"default", "outbox"}
     ) as stack:
         thoughts = [await capture(stack, f"Big question {n}") for n in (1, 2, 3)]
-        cheap = await capture(stack, "File the receipts")
+        cheap = [await capture(stack, f"File receipt {n}") for n in (1, 2, 3)]
         for task_id in thoughts:
             await assign(stack, task_id, "thinker")
-        await assign(stack, cheap, "clerk")
+        for task_id in cheap:
+            await assign(stack, task_id, "clerk")
         assert stack.settings.delegation_expensive_cap == 2
+        assert stack.settings.delegation_per_tick == 5
 
+        # The two oldest expensive tasks, and the third leaves its place in the quota to the
+        # cheap ones behind it.
         summary, children = await sweep(stack)
-        assert summary == {"tasks_queued": 3, "tasks_over_expensive_cap": 1}
-        assert children == [{"runs_started": 1}] * 3
-        started = {t: [r.status for r in await runs_of(stack, t)] for t in (*thoughts, cheap)}
+        assert summary == {"tasks_queued": 5, "tasks_over_expensive_cap": 1}
+        assert children == [{"runs_started": 1}] * 5
+        started = {t: [r.status for r in await runs_of(stack, t)] for t in (*thoughts, *cheap)}
         assert started == {
-            thoughts[0]: [RunState.QUEUED],
-            thoughts[1]: [RunState.QUEUED],
+            **{task_id: [RunState.QUEUED] for task_id in (*thoughts[:2], *cheap)},
             thoughts[2]: [],
-            cheap: [RunState.QUEUED],
         }
 
         # At the cap: the sweep does not pick the third, and a child sent for it anyway
         # looks again and leaves it for later.
-        assert await sweep(stack) == ({"tasks_queued": 0, "tasks_over_expensive_cap": 0}, [])
+        assert await sweep(stack) == ({"tasks_queued": 0, "tasks_over_expensive_cap": 1}, [])
         done = await job_count(stack, "run_assigned_task")
         await stack.services.platform.interactions.enqueue("run_assigned_task", thoughts[2])
         assert (await job_summaries(stack, "run_assigned_task", done + 1))[done:] == [
