@@ -10,7 +10,7 @@ from typing import Any
 
 from bot import demo
 from bot.actions import Actions
-from bot.agent_runs import AgentRun, AgentRuns, RunOrigin, RunRefused
+from bot.agent_runs import AgentRun, AgentRuns, RunOrigin, RunRefused, progress_text
 from bot.agents import AgentProfile
 from bot.approvals import Approvals
 from bot.audit import Audit
@@ -131,6 +131,19 @@ class Platform:
             except BrokerError:
                 logger.warning("broker down: run %s waits for the run sweep", run.id)
         return run
+
+    async def show_run(self, run: AgentRun) -> None:
+        """Edit the run's progress message to what the run is now."""
+        if run.progress_outbox_id is None:
+            return
+        async with self.outbox.store.write() as conn:
+            outbox_id = await self.outbox.add(
+                conn, run.chat_id, progress_text(run), edit_of=run.progress_outbox_id
+            )
+        try:
+            await self.interactions.enqueue("deliver", outbox_id)
+        except BrokerError:
+            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
 
     @classmethod
     def build(

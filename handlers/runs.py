@@ -7,6 +7,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.agent_runs import RunRefused, RunState
+from bot.run_endings import settle_task
 from bot.run_views import agents_view, runs_view
 from handlers.services import reply, services
 
@@ -59,6 +60,8 @@ async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     after = await svc.platform.runs.cancel(before.id)
     if after is not None and after.status is RunState.CANCELLED:
+        await svc.platform.show_run(after)
+        await settle_task(svc.platform.tasks, after)
         await reply(update, context, f"Run #{after.id} is cancelled; it had not run on.")
     else:
         await reply(

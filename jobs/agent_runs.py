@@ -29,7 +29,7 @@ import dramatiq
 from bot.agent_runs import AgentRun, RunState, progress_text
 from bot.errors import BrokerError
 from bot.harness import HarnessFailed, Parked, RunContext
-from bot.tasks import Closed, State, TaskRefused
+from bot.run_endings import ended_how, settle_task
 from jobs import running
 from jobs.broker import require_broker
 from jobs.harnesses import harness_for
@@ -108,7 +108,7 @@ class Runner:
             on_step=self._step,
         )
         ctx.state = state
-        await self._edit(progress_text(self.run), force=True)
+        await self._show(self.run, force=True)
         try:
             harness = harness_for(agent)
         except HarnessFailed as exc:
@@ -167,7 +167,7 @@ class Runner:
                 last_progress = moment
                 current = await self.platform.runs.get(self.run.id)
                 if current is not None:
-                    await self._edit(progress_text(current))
+                    await self._show(current)
 
     async def _end(
         self, ctx: RunContext, status: RunState, *, result: str | None = None, error=None
@@ -186,56 +186,31 @@ class Runner:
         """Tell the owner how the stretch ended, and settle the run's task."""
         if run is None:  # someone else moved it first (a cancel of a parked run, a takeover)
             return {"runs_lost": 1}
-        await self._edit(progress_text(run), force=True)
+        await self._show(run, force=True)
         if run.status is RunState.COMPLETED:
             await self._say_once(run, run.result or "Done.", "end")
         elif run.status.is_over:
-            await self._say_once(run, f"Run #{run.id} {_ended_how(run)}: {run.error}", "end")
+            await self._say_once(run, f"Run #{run.id} {ended_how(run)}: {run.error}", "end")
         if run.task_id is not None:
-            await self._settle_task(run)
+            await settle_task(self.platform.tasks, run)
         return {f"runs_{run.status.value}": 1, **run.effects}
-
-    async def _settle_task(self, run: AgentRun) -> None:
-        tasks = self.platform.tasks
-        try:
-            if run.status is RunState.COMPLETED:
-                await tasks.comment(
-                    run.task_id, f"Run #{run.id} by {run.agent}: {run.result}", agent=run.agent
-                )
-                await tasks.close(run.task_id, Closed.DONE)
-                return
-            if run.status is RunState.PARKED:
-                why = f"Run #{run.id} by {run.agent} waits for you on card #{run.waiting_on}."
-            else:
-                why = f"Run #{run.id} by {run.agent} {_ended_how(run)}: {run.error}"
-            await tasks.comment(run.task_id, why, agent=run.agent)
-            task = await tasks.get(run.task_id)
-            if task is not None and task.is_open and task.state is not State.WAITING:
-                await tasks.move(run.task_id, State.WAITING, f"run #{run.id}")
-        except TaskRefused as exc:  # closed or gone meanwhile: nothing to settle
-            logger.info("task %s of run %s not settled: %s", run.task_id, run.id, exc)
 
     async def _step(self, what: str) -> None:
         current = await self.platform.runs.get(self.run.id)
         if current is not None:
-            await self._edit(progress_text(current))
+            await self._show(current)
 
-    async def _edit(self, text: str, *, force: bool = False) -> None:
+    async def _show(self, run: AgentRun, *, force: bool = False) -> None:
         """Edit the progress message (not more often than every STEP_EDITS_EVERY seconds,
         unless ``force``: the first and last states are always shown)."""
         moment = asyncio.get_running_loop().time()
+        text = progress_text(run)
         if text == self.last_edit_text:
             return
         if not force and moment - self.last_edit_at < STEP_EDITS_EVERY:
             return
-        if self.run.progress_outbox_id is None:
-            return
         self.last_edit_text, self.last_edit_at = text, moment
-        async with self.platform.outbox.store.write() as conn:
-            outbox_id = await self.platform.outbox.add(
-                conn, self.run.chat_id, text, edit_of=self.run.progress_outbox_id
-            )
-        await self._deliver(outbox_id)
+        await self.platform.show_run(run)
 
     async def _say(self, text: str, key: str) -> None:
         await self.platform.say(self.run.chat_id, text, key=key)
@@ -262,14 +237,6 @@ async def _stop(work: asyncio.Task) -> None:
     work.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await asyncio.wait_for(asyncio.shield(work), timeout=CANCEL_GRACE)
-
-
-def _ended_how(run: AgentRun) -> str:
-    return {
-        RunState.FAILED: "failed",
-        RunState.TIMED_OUT: "timed out",
-        RunState.CANCELLED: "was cancelled",
-    }.get(run.status, run.status.value)
 
 
 @dramatiq.actor(queue_name="default", max_retries=0)

@@ -14,7 +14,7 @@ import dramatiq
 import pytest
 from sqlalchemy import func, select
 
-from bot.agent_runs import RunState
+from bot.agent_runs import RunOrigin, RunState
 from bot.tables import agent_runs, audit_events, interactions
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
@@ -176,21 +176,25 @@ async def test_a_hung_run_is_stopped_at_its_deadline_and_the_owner_told(stack):
 async def test_cancel_stops_a_running_run(stack):
     run_id, _ = await start(stack, "/run napper rest")
     await run_in(stack, run_id, RunState.RUNNING)
-    [answer] = await stack.ask(f"/cancel {run_id}")
-    assert answer["text"].startswith(f"Stopping run #{run_id}")
+    sent = await stack.send(f"/cancel {run_id}")
+    await message_with(stack, rf"^Stopping run #{run_id}", after=sent["message_id"])
     ended = await run_in(stack, run_id, RunState.CANCELLED)
     assert ended["error"] == "cancelled by the owner"
     await message_with(stack, rf"Run #{run_id} was cancelled")
-    [again] = await stack.ask(f"/cancel {run_id}")
-    assert again["text"] == f"Run #{run_id} is already over (cancelled)."
+    sent = await stack.send(f"/cancel {run_id}")
+    await message_with(
+        stack, rf"^Run #{run_id} is already over \(cancelled\)\.$", after=sent["message_id"]
+    )
 
 
 async def test_a_parked_run_cancelled_does_not_run_on_when_its_card_is_approved(stack):
     run_id, _ = await start(stack, "/run scribe never mind")
     await run_in(stack, run_id, RunState.PARKED)
     card = await card_of(stack, run_id)
-    [answer] = await stack.ask(f"/cancel {run_id}")
-    assert answer["text"] == f"Run #{run_id} is cancelled; it had not run on."
+    sent = await stack.send(f"/cancel {run_id}")
+    await message_with(
+        stack, rf"^Run #{run_id} is cancelled; it had not run on\.$", after=sent["message_id"]
+    )
 
     await tap(stack, card, "Approve")
 
@@ -348,3 +352,37 @@ def start_worker(broker):
     worker = dramatiq.Worker(broker, worker_threads=2, worker_timeout=50)
     worker.start()
     return worker
+
+
+async def test_a_task_whose_run_is_cancelled_waits_with_a_comment_saying_so(stack):
+    [receipt] = await stack.ask("Write the quarterly note")
+    task_id = int(re.match(r"Captured as task (\d+)", receipt["text"]).group(1))
+    platform = stack.services.platform
+    run = await platform.start_run(
+        "scribe", "quarterly", OWNER_CHAT, origin=RunOrigin.TASK, task_id=task_id
+    )
+    await run_in(stack, run.id, RunState.PARKED)
+
+    async def waiting():
+        task = await platform.tasks.get(task_id)
+        return task.state == "@waiting" and task
+
+    await eventually(waiting)
+    sent = await stack.send(f"/cancel {run.id}")
+    await message_with(
+        stack, rf"^Run #{run.id} is cancelled; it had not run on\.$", after=sent["message_id"]
+    )
+    task = await platform.tasks.get(task_id)
+    assert task.is_open and task.state == "@waiting"
+    comments = await platform.tasks.comments(task_id)
+    assert comments[-1] == (
+        f"Run #{run.id} by scribe was cancelled: cancelled by the owner before it ran on"
+    )
+
+    async def progress_says_cancelled():
+        [message] = [
+            m for m in await stack.bot_messages() if m["text"].startswith(f"Run #{run.id} ·")
+        ]
+        return "cancelled" in message["text"]
+
+    await eventually(progress_says_cancelled)
