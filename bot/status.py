@@ -23,6 +23,7 @@ class StatusReport:
     broker: str
     latest_runs: list[Run]
     schedules: list[str] = field(default_factory=list)  # warnings and skips; none: quiet
+    config_problem: str | None = None  # why aegis.yaml on disk is not the one in force
 
     def render(self) -> str:
         lines = ["aegis status", "", "Processes"]
@@ -38,6 +39,12 @@ class StatusReport:
         lines += [f"  {_run_line(run)}" for run in self.latest_runs] or ["  none yet"]
         if self.schedules:
             lines += ["", "Schedules", *(f"  {line}" for line in self.schedules)]
+        if self.config_problem:
+            lines += [
+                "",
+                "aegis.yaml changed but is not used (the last good file stays in force):",
+                f"  {self.config_problem}",
+            ]
         return "\n".join(lines)
 
 
@@ -51,6 +58,7 @@ async def gather_status(
     broker: str,
     schedules: Schedules | None = None,
     agents: dict | None = None,
+    config_problem: str | None = None,
 ) -> StatusReport:
     rows = await schedules.all() if schedules is not None else []
     return StatusReport(
@@ -61,6 +69,7 @@ async def gather_status(
         broker=broker,
         latest_runs=await runs.latest(5, exclude_jobs=QUIET_JOBS),
         schedules=status_lines(rows, agents or {}),
+        config_problem=config_problem,
     )
 
 

@@ -27,6 +27,12 @@ the inbox is triaged every 15 minutes, by your rules in aegis.yaml or by a card 
 /label 12 +quick -errand: context labels; /assign 12 agent: give it to an agent
 /note text: say something without capturing it
 
+Agents:
+/run agent what to do: start a run; its message shows how it goes, the result comes as a reply
+/runs: the latest runs and what each changed; /cancel 12: stop one
+/agents: every agent, what it is doing, its last run
+/models: when each model last answered
+
 The gate:
 /demo: watch a demo agent ask before it writes, and ask for a code before it deletes
 /pending: every card still waiting for you, sent again with live buttons
@@ -79,7 +85,8 @@ async def status_text(svc: Services) -> str:
         database=svc.store.describe(),
         broker=svc.broker_description,
         schedules=Schedules(svc.store),
-        agents=svc.platform.agents,
+        agents=svc.platform.agents,  # also looks at aegis.yaml, so a new problem shows
+        config_problem=svc.platform.config.problem,
     )
     return report.render()
 

@@ -306,6 +306,10 @@ async def test_a_broken_aegis_yaml_keeps_the_last_good_one(stack):
     problem = await eventually(problem_seen, every=0.3)
     assert "agents.scribe.harness: must be one of script, http" in problem
     assert "scribe" in platform.agents  # still the last good file
+    sent = await stack.send("/status")
+    status = await message_with(stack, "^aegis status", after=sent["message_id"])
+    assert "aegis.yaml changed but is not used" in status["text"]
+    assert "agents.scribe.harness: must be one of" in status["text"]
     run_id, _ = await start(stack, "/run sleeper still works")
     await run_in(stack, run_id, RunState.TIMED_OUT)
 
