@@ -64,10 +64,7 @@ class Settings(BaseSettings):
     update_retry_seconds: float = Field(
         10.0, description="An update interrupted by an outage is handled again after this."
     )
-    worker_threads: int = Field(
-        8,
-        description="Threads in each worker process; a running agent holds one until it ends.",
-    )
+    worker_threads: int = Field(4, description="Threads in each worker process.")
     run_heartbeat_timeout: float = Field(
         30.0,
         description="A running agent whose worker stopped beating this long is taken over.",
