@@ -112,19 +112,21 @@ def main(fake: Fake) -> None:
         sys.exit(2)
     request = sys.stdin.read()
     child = None
-    if "spawn a child" in request:
+    if "spawn a child" in request:  # its first event says when the child is being started
+        emit(fake.started())
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     record(fake, argv, request, child_pid=child.pid if child else None)
-    behave(fake, request)
+    behave(fake, request, started=child is not None)
 
 
-def behave(fake: Fake, request: str) -> None:
+def behave(fake: Fake, request: str, *, started: bool) -> None:
     if "silent" in request:
         return
     if "garbage" in request:
         sys.stdout.write('this is not JSON\n{"half": \n[1, 2, 3]\n')
         return
-    emit(fake.started())
+    if not started:
+        emit(fake.started())
     if "exit 3" in request:
         sys.stderr.write("warming up\nfatal: the model refused the key\n")
         sys.exit(3)

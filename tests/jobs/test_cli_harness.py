@@ -16,7 +16,9 @@ import hashlib
 import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -26,8 +28,9 @@ from bot.agent_runs import RunState
 from bot.agent_tokens import AgentTokens
 from bot.agents import AgentProfile, HarnessKind
 from bot.tables import agent_runs, agent_tokens
-from jobs.harnesses import cli
-from jobs.harnesses.cli import CLIS, CliProcess, _command, _lines
+from jobs.harnesses import cli_process
+from jobs.harnesses.cli import CLIS, _command
+from jobs.harnesses.cli_process import CliProcess, _lines
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream
 from tests.helpers.stack import eventually, make_settings, running_stack
 
@@ -188,8 +191,8 @@ async def test_a_hung_cli_and_its_child_are_killed_at_the_deadline(stack):
     ended = await run_in(stack, run_id, RunState.TIMED_OUT, RunState.FAILED, RunState.COMPLETED)
     assert ended["status"] == RunState.TIMED_OUT
     await message_with(stack, rf"^Run #{run_id} timed out: stopped at its deadline")
-    await eventually(lambda: gone(given["pid"], reaped=True))
-    await eventually(lambda: gone(given["child_pid"], reaped=False))
+    # The run ended once they were dead: the CLI reaped, its child at most a zombie of init's.
+    assert gone(given["pid"], reaped=True) and gone(given["child_pid"], reaped=False)
     assert await AgentTokens(stack.store).verify(given["token"]) is None
 
 
@@ -203,8 +206,8 @@ async def test_cancel_kills_a_running_cli_and_its_child(stack):
     ended = await run_in(stack, run_id, RunState.CANCELLED, RunState.FAILED, RunState.COMPLETED)
     assert ended["status"] == RunState.CANCELLED
     await message_with(stack, rf"^Run #{run_id} was cancelled")
-    await eventually(lambda: gone(given["pid"], reaped=True))
-    await eventually(lambda: gone(given["child_pid"], reaped=False))
+    # The run ended once they were dead: the CLI reaped, its child at most a zombie of init's.
+    assert gone(given["pid"], reaped=True) and gone(given["child_pid"], reaped=False)
 
 
 async def test_a_cli_agent_without_its_workdir_or_its_command_fails_in_words(stack):
@@ -378,6 +381,13 @@ def test_the_token_is_never_on_the_command_line_and_the_workers_secrets_stay_hom
     assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in rundir.iterdir())
 
 
+def test_every_cli_harness_kind_has_its_description():
+    assert set(CLIS) == {kind for kind in HarnessKind if kind.is_cli}
+    assert {kind: spec.executable for kind, spec in CLIS.items()} == {
+        kind: kind.default_command for kind in CLIS
+    }
+
+
 def test_an_agent_without_a_model_or_instructions_gets_neither_flag(tmp_path):
     rundir = tmp_path / "run"
     rundir.mkdir()
@@ -387,8 +397,8 @@ def test_an_agent_without_a_model_or_instructions_gets_neither_flag(tmp_path):
 
 
 async def test_a_line_too_long_is_dropped_and_counted_and_the_rest_read(monkeypatch):
-    monkeypatch.setattr(cli, "MAX_LINE_BYTES", 10)
-    monkeypatch.setattr(cli, "READ_CHUNK", 4)
+    monkeypatch.setattr(cli_process, "MAX_LINE_BYTES", 10)
+    monkeypatch.setattr(cli_process, "READ_CHUNK", 4)
     stream = asyncio.StreamReader()
     stream.feed_data(b'{"a": 1}\n' + b"x" * 25 + b"\n{}\nlast")
     stream.feed_eof()
@@ -397,3 +407,66 @@ async def test_a_line_too_long_is_dropped_and_counted_and_the_rest_read(monkeypa
     lines = [line async for line in _lines(stream, holder)]
     assert lines == [b'{"a": 1}', None, b"{}", b"last"]
     assert holder.stdout_bytes == 9 + 26 + 3 + 4
+
+
+class Stretch:
+    """Just enough of a RunContext for one CLI process."""
+
+    def __init__(self, request: str) -> None:
+        self.request = request
+        self.effects = Counter()
+        self.run = SimpleNamespace(id=0)
+
+    def remaining(self) -> float:
+        return 60.0
+
+    async def checkpoint(self, step=None) -> None:
+        pass
+
+    async def step(self, what: str) -> None:
+        pass
+
+
+class Watching(ClaudeStream):
+    """Claude's stream, telling when the CLI's first event arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+
+    def event(self, event: dict) -> list[str]:
+        self.started.set()
+        return super().event(event)
+
+
+@pytest.mark.parametrize("stubborn", [False, True])
+async def test_a_cli_cancelled_while_it_starts_a_child_leaves_nothing_running(tmp_path, stubborn):
+    """The fake prints its first event, then starts its child: cancelled at moments from then
+    on, the harness returns only once the CLI and its child are dead, not merely signalled."""
+    request = "hang stubborn, spawn a child" if stubborn else "hang, spawn a child"
+    command = [str(FAKES / "claude"), "-p", "--output-format", "stream-json", "--verbose"]
+    for index, delay in enumerate([0, 0, 0, 0.001, 0.001, 0.002, 0.003, 0.005, 0.01, 0.05]):
+        workdir = tmp_path / str(index)
+        workdir.mkdir()
+        reader = Watching()
+        process = CliProcess("claude", reader, Stretch(request), "tok")
+        task = asyncio.create_task(process.run(command, workdir, dict(os.environ)))
+        await reader.started.wait()
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        left = running_in(workdir)
+        assert left == [], f"cancelled {delay}s after its first event, still running: {left}"
+
+
+def running_in(workdir: Path) -> list[int]:
+    """The processes working in ``workdir`` that are alive (not zombies)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.cwd() == str(workdir) and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process.pid)
+        except psutil.Error:  # gone meanwhile, or not ours to look at
+            continue
+    return found

@@ -1,0 +1,286 @@
+"""One coding-CLI process, from start to reaped: fed its request, its JSON stream read with bounded
+memory, stopped with its whole process group, and its end put into words.
+
+A CLI is started in a session of its own (``start_new_session``), so it and everything it starts
+share one process group, killed as one: SIGTERM, then SIGKILL after a short grace, on
+cancellation (the runner cancels at the deadline and on /cancel) or at our own ceiling, and
+SIGKILL to whatever it left behind when it exits. The CLI is always waited for: no zombie.
+
+stdout is read in chunks and split into lines here, not by ``StreamReader.readline``, so that
+one line longer than MAX_LINE_BYTES is dropped and counted instead of failing the run; of
+stderr only the tail is kept, for the error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from pathlib import Path
+
+from bot.harness import HarnessFailed, RunContext
+from jobs.harnesses.cli_streams import StreamReader
+
+logger = logging.getLogger(__name__)
+
+KILL_GRACE = 0.8  # SIGTERM to SIGKILL: even a CLI that ignores SIGTERM dies within a second
+GROUP_GONE_WITHIN = 2.0  # seconds of SIGKILLs again until nothing of the group is left
+GROUP_POLL = 0.01
+CEILING_GRACE = 1.0  # after our own ceiling, how long the runner has to call it timed out
+DRAIN_GRACE = 1.0  # after the CLI exits, how long its stdout may take to run dry
+STEP_EVERY = 1.0  # seconds between progress steps saved to the run's row
+READ_CHUNK = 65_536
+MAX_LINE_BYTES = 8 * 1024 * 1024  # one JSON event; a longer line is dropped and counted
+STDERR_KEEP_BYTES = 16_384  # the tail of stderr kept for an error message
+STDERR_SHOWN_LINES = 5
+STDERR_SHOWN_CHARS = 600
+RESULT_CHARS = 200_000  # a longer answer is cut, with a note of how much
+
+
+class CliProcess:
+    """One CLI process: started, read, stopped and reaped."""
+
+    def __init__(self, name: str, reader: StreamReader, ctx: RunContext, token: str) -> None:
+        self.name = name  # the CLI's, for what the owner is told
+        self.reader = reader
+        self.ctx = ctx
+        self.token = token  # only to keep it out of anything shown
+        self.stdout_bytes = 0
+        self.oversized = 0
+        self.stderr = bytearray()
+        self.stderr_bytes = 0
+        self.last_step_at = float("-inf")
+
+    async def run(self, command: list[str], workdir: Path, env: dict[str, str]) -> str:
+        spawn = asyncio.ensure_future(self._spawn(command, workdir, env))
+        try:
+            process = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            # Cancelled while it was being started: it is stopped like any other, not left
+            # to asyncio, which would kill the CLI alone and not its group.
+            with contextlib.suppress(HarnessFailed):
+                await _kill_group(await spawn, grace=0)
+            raise
+        pumps = [
+            asyncio.create_task(self._feed(process)),
+            asyncio.create_task(self._read_stdout(process)),
+            asyncio.create_task(self._read_stderr(process)),
+        ]
+        try:
+            await self._wait(process, pumps)
+        finally:
+            # Cancelled (the deadline, /cancel) while it runs: SIGTERM first. Exited: SIGKILL
+            # to whatever it left running in its group.
+            grace = KILL_GRACE if process.returncode is None else 0
+            await _kill_group(process, grace=grace)
+            await asyncio.wait(pumps, timeout=DRAIN_GRACE)  # what is left in the pipes
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+        return self._outcome(process.returncode)
+
+    async def _spawn(
+        self, command: list[str], workdir: Path, env: dict[str, str]
+    ) -> asyncio.subprocess.Process:
+        try:
+            return await asyncio.create_subprocess_exec(
+                *command,
+                cwd=workdir,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group, killed as one
+            )
+        except OSError as exc:
+            raise HarnessFailed(
+                f"{self.name} could not be started ({type(exc).__name__}: {exc.strerror})"
+            ) from None
+
+    async def _wait(self, process: asyncio.subprocess.Process, pumps: list) -> None:
+        ceiling = max(self.ctx.remaining(), 0.0)
+        try:
+            async with asyncio.timeout(ceiling):
+                await process.wait()
+        except TimeoutError:
+            await _kill_group(process, grace=KILL_GRACE)
+            # The runner cancels us at the same deadline and calls the run timed out; this
+            # ceiling only matters if it cannot, so it leaves the runner a moment to.
+            await asyncio.sleep(CEILING_GRACE)
+            raise HarnessFailed(
+                f"{self.name} was stopped at the run's deadline, after {ceiling:.0f}s"
+            ) from None
+        # Exited: what it printed last may still be in the pipe (unless a child holds it).
+        await asyncio.wait(pumps[1:], timeout=DRAIN_GRACE)
+
+    async def _feed(self, process: asyncio.subprocess.Process) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            process.stdin.write(self.ctx.request.encode("utf-8"))
+            await process.stdin.drain()
+            process.stdin.close()
+
+    async def _read_stdout(self, process: asyncio.subprocess.Process) -> None:
+        async for line in _lines(process.stdout, self):
+            if line is None:
+                self.oversized += 1
+                continue
+            for step in self.reader.feed(line):
+                await self._progress(step)
+
+    async def _read_stderr(self, process: asyncio.subprocess.Process) -> None:
+        while chunk := await process.stderr.read(READ_CHUNK):
+            self.stderr_bytes += len(chunk)
+            self.stderr += chunk
+            del self.stderr[:-STDERR_KEEP_BYTES]
+
+    async def _progress(self, step: str) -> None:
+        """A step for the run's message, saved at most every STEP_EVERY seconds."""
+        self.ctx.effects["cli_tool_uses"] = self.reader.tool_uses
+        moment = asyncio.get_running_loop().time()
+        if moment - self.last_step_at < STEP_EVERY:
+            return
+        self.last_step_at = moment
+        step = self._scrub(step)
+        try:
+            await self.ctx.checkpoint(step)
+            await self.ctx.step(step)
+        except Exception:  # progress is worth showing, never worth stopping the CLI for
+            logger.warning("run %s: progress not saved", self.ctx.run.id, exc_info=True)
+
+    def _outcome(self, returncode: int | None) -> str:
+        reader, name = self.reader, self.name
+        self.ctx.effects["cli_tool_uses"] = reader.tool_uses
+        if returncode != 0:
+            why = f"{name} {_exit_words(returncode)}"
+            if reader.failure:
+                why += f": {reader.failure}"
+            raise HarnessFailed(self._scrub(why + self._stderr_words()))
+        if self.stdout_bytes == 0:
+            raise HarnessFailed(self._scrub(f"{name} printed nothing" + self._stderr_words()))
+        if reader.failure:
+            raise HarnessFailed(self._scrub(f"{name} reported a failure: {reader.failure}"))
+        answer = reader.answer()
+        if answer is None:
+            raise HarnessFailed(
+                f"the output of {name} could not be read: {reader.events} events, "
+                f"{reader.malformed + self.oversized} unreadable lines, and no result"
+            )
+        return self._scrub(_cap(answer))
+
+    def _stderr_words(self) -> str:
+        lines = self.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        if not lines:
+            return ""
+        shown = "\n".join(lines[-STDERR_SHOWN_LINES:])
+        cut = (
+            self.stderr_bytes > len(self.stderr)
+            or len(lines) > STDERR_SHOWN_LINES
+            or len(shown) > STDERR_SHOWN_CHARS
+        )
+        shown = shown[-STDERR_SHOWN_CHARS:]
+        return f"; the {'end' if cut else 'whole'} of its stderr: {shown}"
+
+    def _scrub(self, text: str) -> str:
+        """Whatever the CLI echoed, the token never reaches the chat or a log."""
+        return text.replace(self.token, "[token]")
+
+
+async def _lines(stream: asyncio.StreamReader, process: CliProcess):
+    """Lines of ``stream``; None for a line longer than MAX_LINE_BYTES, which is not kept."""
+    pending = bytearray()
+    dropping = False
+    while chunk := await stream.read(READ_CHUNK):
+        process.stdout_bytes += len(chunk)
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if dropping:
+                dropping = False
+                yield None
+            else:
+                pending += chunk[start:end]
+                yield bytes(pending)
+            pending.clear()
+            start = end + 1
+        if not dropping:
+            pending += chunk[start:]
+            if len(pending) > MAX_LINE_BYTES:
+                pending.clear()
+                dropping = True
+    if dropping:
+        yield None
+    elif pending:
+        yield bytes(pending)
+
+
+async def _kill_group(process: asyncio.subprocess.Process, *, grace: float) -> None:
+    """Stop the CLI and everything it started: SIGTERM to its group, then SIGKILL."""
+    try:
+        if grace > 0 and process.returncode is None:
+            _signal_group(process, signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(process.wait()), timeout=grace)
+    finally:  # even if cancelled again meanwhile
+        _signal_group(process, signal.SIGKILL)  # whatever ignored SIGTERM or outlived the CLI
+    await process.wait()  # reaped: no zombie
+    # A SIGKILL is sent, not waited for: a child of the CLI may still be running, exiting,
+    # a moment after it (2 to 5 runs in 100 here), and the run must not end while anything it
+    # started still runs. So the group is signalled again until none of it is alive. Its dead
+    # children wait as zombies for init to reap them (1.6 s later on this machine) and still
+    # count for killpg; /proc tells the living from them, and without /proc the bound ends it.
+    for _ in range(round(GROUP_GONE_WITHIN / GROUP_POLL)):
+        if _living_members(process.pid) == 0 or not _signal_group(process, signal.SIGKILL):
+            return
+        await asyncio.sleep(GROUP_POLL)  # the kernel says nothing when a group is gone
+
+
+def _signal_group(process: asyncio.subprocess.Process, signum: int) -> bool:
+    """Signal the CLI's whole process group; False once no member of it is left."""
+    # The group outlives its leader while any member lives, and its id is not reused until
+    # then, so this reaches a CLI's children even after the CLI itself has exited.
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # not ours to signal: nothing more we can do
+        return False
+    return True
+
+
+def _living_members(group: int) -> int | None:
+    """How many processes of ``group`` are alive, zombies not counted; None without /proc."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    living = 0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        # "pid (comm) state ppid pgrp …"; comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(group).encode() and fields[0] != b"Z":
+            living += 1
+    return living
+
+
+def _exit_words(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+def _cap(answer: str) -> str:
+    if len(answer) <= RESULT_CHARS:
+        return answer
+    cut = len(answer) - RESULT_CHARS
+    return answer[:RESULT_CHARS] + f"\n… [{cut} more characters cut]"
