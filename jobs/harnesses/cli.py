@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -35,6 +36,7 @@ from typing import Any
 from bot.agent_tokens import AgentTokens
 from bot.agents import CLI_COMMANDS, AgentProfile, HarnessKind
 from bot.harness import HarnessFailed, RunContext
+from bot.ledger import Ledger
 from jobs.harnesses.cli_process import CliProcess
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream, StreamReader
 
@@ -154,38 +156,68 @@ CLIS: dict[HarnessKind, CliSpec] = {
 class CliHarness:
     """Runs one agent's request through a coding CLI; see the module's docstring."""
 
-    def __init__(
-        self, spec: CliSpec, *, mcp_port: int | None = None, tokens: AgentTokens | None = None
-    ) -> None:
+    def __init__(self, spec: CliSpec, *, wiring: Wiring | None = None) -> None:
         self.spec = spec
-        self.mcp_port = mcp_port
-        self.tokens = tokens
+        self.wiring = wiring
 
     async def run(self, ctx: RunContext) -> str:
         workdir = _workdir(ctx.agent, self.spec)
         executable = _executable(ctx.agent, self.spec)
-        tokens, mcp_port = await self._wiring()
+        wiring = self.wiring or await Wiring.of_this_worker()
         ttl = timedelta(seconds=max(ctx.remaining(), 0)) + TOKEN_SLACK
-        token = await tokens.mint_for_run(ctx.agent.slug, ctx.run.id, ttl)
+        token = await wiring.tokens.mint_for_run(ctx.agent.slug, ctx.run.id, ttl)
         rundir = Path(tempfile.mkdtemp(prefix=f"aegis-run-{ctx.run.id}-"))
+        process = CliProcess(self.spec.name, self.spec.reader(), ctx, token)
+        started = time.monotonic()
         try:
-            argv, env = _command(self.spec, ctx.agent, rundir, mcp_port, token)
-            process = CliProcess(self.spec.name, self.spec.reader(), ctx, token)
+            argv, env = _command(self.spec, ctx.agent, rundir, wiring.mcp_port, token)
             return await process.run([executable, *argv], workdir, env)
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
-            try:
-                await tokens.revoke_run(ctx.run.id)
-            except Exception:  # the token still expires on its own, shortly after the deadline
-                logger.exception("run %s: its MCP token could not be revoked", ctx.run.id)
+            await _after(ctx, wiring, process, time.monotonic() - started)
 
-    async def _wiring(self) -> tuple[AgentTokens, int]:
-        if self.tokens is not None and self.mcp_port is not None:
-            return self.tokens, self.mcp_port
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a CLI run needs of aegis: where its MCP server listens, the token store, and the
+    ledger its model use is written to."""
+
+    mcp_port: int
+    tokens: AgentTokens
+    ledger: Ledger
+
+    @classmethod
+    async def of_this_worker(cls) -> Wiring:
         from jobs.resources import resources
 
         res = await resources()
-        return self.tokens or AgentTokens(res.store), self.mcp_port or res.settings.mcp_port
+        ledger = res.platform.ledger or Ledger(res.store)
+        return cls(res.settings.mcp_port, AgentTokens(res.store), ledger)
+
+
+async def _after(ctx: RunContext, wiring: Wiring, process: CliProcess, seconds: float) -> None:
+    """However the stretch ended: its token revoked, its model use in the ledger (one row for
+    the whole CLI run, with the tokens its stream reported)."""
+    try:
+        await wiring.tokens.revoke_run(ctx.run.id)
+    except Exception:  # the token still expires on its own, shortly after the deadline
+        logger.exception("run %s: its MCP token could not be revoked", ctx.run.id)
+    reader, status = process.reader, process.status
+    if status == "cancelled" and ctx.remaining() <= 0:
+        status = "timeout"  # the runner cancels at the deadline too
+    try:
+        await wiring.ledger.record(
+            provider=ctx.agent.harness.value,
+            model=ctx.agent.model or reader.model or "default",
+            status=status,
+            latency_ms=round(seconds * 1000),
+            agent=ctx.agent.slug,
+            run_id=ctx.run.id,
+            prompt_tokens=reader.input_tokens,
+            completion_tokens=reader.output_tokens,
+        )
+    except Exception:
+        logger.exception("run %s: its model use could not be recorded", ctx.run.id)
 
 
 def _workdir(agent: AgentProfile, spec: CliSpec) -> Path:

@@ -21,6 +21,7 @@ import signal
 from pathlib import Path
 
 from bot.harness import HarnessFailed, RunContext
+from bot.ledger import OK
 from jobs.harnesses.cli_streams import StreamReader
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class CliProcess:
         self.stderr = bytearray()
         self.stderr_bytes = 0
         self.last_step_at = float("-inf")
+        self.status = "not started"  # how it ended, in words for the ledger (bot/ledger.py)
 
     async def run(self, command: list[str], workdir: Path, env: dict[str, str]) -> str:
         spawn = asyncio.ensure_future(self._spawn(command, workdir, env))
@@ -63,6 +65,7 @@ class CliProcess:
             with contextlib.suppress(HarnessFailed):
                 await _kill_group(await spawn, grace=0)
             raise
+        self.status = "cancelled"  # unless it comes to an end of its own
         pumps = [
             asyncio.create_task(self._feed(process)),
             asyncio.create_task(self._read_stdout(process)),
@@ -105,6 +108,7 @@ class CliProcess:
             async with asyncio.timeout(ceiling):
                 await process.wait()
         except TimeoutError:
+            self.status = "timeout"
             await _kill_group(process, grace=KILL_GRACE)
             # The runner cancels us at the same deadline and calls the run timed out; this
             # ceiling only matters if it cannot, so it leaves the runner a moment to.
@@ -153,20 +157,25 @@ class CliProcess:
         reader, name = self.reader, self.name
         self.ctx.effects["cli_tool_uses"] = reader.tool_uses
         if returncode != 0:
+            self.status = f"exit {returncode}"
             why = f"{name} {_exit_words(returncode)}"
             if reader.failure:
                 why += f": {reader.failure}"
             raise HarnessFailed(self._scrub(why + self._stderr_words()))
         if self.stdout_bytes == 0:
+            self.status = "no output"
             raise HarnessFailed(self._scrub(f"{name} printed nothing" + self._stderr_words()))
         if reader.failure:
+            self.status = "failure reported"
             raise HarnessFailed(self._scrub(f"{name} reported a failure: {reader.failure}"))
         answer = reader.answer()
         if answer is None:
+            self.status = "unreadable output"
             raise HarnessFailed(
                 f"the output of {name} could not be read: {reader.events} events, "
                 f"{reader.malformed + self.oversized} unreadable lines, and no result"
             )
+        self.status = OK
         return self._scrub(_cap(answer))
 
     def _stderr_words(self) -> str:

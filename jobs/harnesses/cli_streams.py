@@ -40,6 +40,7 @@ class StreamReader:
     """What one run's stream said so far. Subclasses read one CLI's events."""
 
     def __init__(self) -> None:
+        self.model: str | None = None  # the model, where the stream names it
         self.result: str | None = None  # the answer, once the stream has given one
         self.failure: str | None = None  # the CLI's own account of why it failed
         self.last_text: str | None = None  # the last assistant text, if no result comes
@@ -96,7 +97,8 @@ class ClaudeStream(StreamReader):
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             model = event.get("model")
-            return [f"started ({model})" if isinstance(model, str) else "started"]
+            self.model = model if isinstance(model, str) else None
+            return [f"started ({model})" if self.model else "started"]
         if kind == "assistant":
             content = (event.get("message") or {}).get("content") or []
             steps = []

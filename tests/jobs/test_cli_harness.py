@@ -27,7 +27,7 @@ from sqlalchemy import select
 from bot.agent_runs import RunState
 from bot.agent_tokens import AgentTokens
 from bot.agents import AgentProfile, HarnessKind
-from bot.tables import agent_runs, agent_tokens
+from bot.tables import agent_runs, agent_tokens, model_calls
 from jobs.harnesses import cli_process
 from jobs.harnesses.cli import CLIS, _command
 from jobs.harnesses.cli_process import CliProcess, _lines
@@ -36,6 +36,7 @@ from tests.helpers.stack import eventually, make_settings, running_stack
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
 INSTRUCTIONS = 'You keep {things} tidy.\nQuote "exactly" and never guess.'
+TOKENS_USED = {"claudia": (120, 30), "cody": (120, 30), "opal": (180, 40)}  # as the fakes say
 # slug: (harness, fake, model)
 CLI_AGENTS = {
     "claudia": ("claude-code", "claude", "sonnet"),
@@ -116,6 +117,12 @@ async def recorded(stack, slug: str, count: int = 1) -> dict:
     return await eventually(read, timeout=20)
 
 
+async def ledger_rows(stack, run_id: int) -> list:
+    async with stack.store.read() as conn:
+        query = select(model_calls).where(model_calls.c.run_id == run_id)
+        return (await conn.execute(query)).all()
+
+
 def gone(pid: int, *, reaped: bool) -> bool:
     """Whether ``pid`` is dead; ``reaped``: not even a zombie is left (we are its parent)."""
     try:
@@ -158,21 +165,34 @@ async def test_a_cli_runs_in_its_workdir_with_its_own_instructions_and_token(sta
     assert ended["result"] == "Done: wait for go, then tidy up"
     assert ended["effects"]["cli_tool_uses"] == 2
     await message_with(stack, r"^Done: wait for go, then tidy up$")
+    [call] = await ledger_rows(stack, run_id)  # the CLI's model use, one row for the run
+    assert (call.provider, call.model, call.status, call.agent) == (harness, model, "ok", slug)
+    assert (call.prompt_tokens, call.completion_tokens) == TOKENS_USED[slug]
     # Over: the token is revoked and the run's private files are gone.
     assert await tokens.verify(token) is None
     assert given["config_path"] is None or not Path(given["config_path"]).exists()
 
 
 @pytest.mark.parametrize(
-    ("request_text", "why"),
+    ("request_text", "why", "status"),
     [
-        ("exit 3", r"exited with status 3; the whole of its stderr: warming up\nfatal: the model"),
-        ("garbage", r"the output of \S+ could not be read: 0 events, 3 unreadable lines"),
-        ("silent", r"\S+ printed nothing"),
-        ("report failure", r"\S+ reported a failure: the model is overloaded"),
+        (
+            "exit 3",
+            r"exited with status 3; the whole of its stderr: warming up\nfatal: the model",
+            "exit 3",
+        ),
+        (
+            "garbage",
+            r"the output of \S+ could not be read: 0 events, 3 unreadable lines",
+            "unreadable output",
+        ),
+        ("silent", r"\S+ printed nothing", "no output"),
+        ("report failure", r"\S+ reported a failure: the model is overloaded", "failure reported"),
     ],
 )
-async def test_a_cli_that_fails_ends_the_run_failed_with_the_reason_shown(stack, request_text, why):
+async def test_a_cli_that_fails_ends_the_run_failed_with_the_reason_shown(
+    stack, request_text, why, status
+):
     for slug in sorted(CLI_AGENTS):
         run_id = await start(stack, f"/run {slug} {request_text}")
         ended = await run_in(stack, run_id, RunState.COMPLETED, RunState.FAILED)
@@ -182,6 +202,7 @@ async def test_a_cli_that_fails_ends_the_run_failed_with_the_reason_shown(stack,
         assert re.search(why, told["text"]), told["text"]
         token = (await recorded(stack, slug))["token"] if request_text == "exit 3" else None
         assert token is None or token not in told["text"]
+        assert [call.status for call in await ledger_rows(stack, run_id)] == [status]
 
 
 async def test_a_hung_cli_and_its_child_are_killed_at_the_deadline(stack):
@@ -191,6 +212,7 @@ async def test_a_hung_cli_and_its_child_are_killed_at_the_deadline(stack):
     ended = await run_in(stack, run_id, RunState.TIMED_OUT, RunState.FAILED, RunState.COMPLETED)
     assert ended["status"] == RunState.TIMED_OUT
     await message_with(stack, rf"^Run #{run_id} timed out: stopped at its deadline")
+    assert [call.status for call in await ledger_rows(stack, run_id)] == ["timeout"]
     # The run ended once they were dead: the CLI reaped, its child at most a zombie of init's.
     assert gone(given["pid"], reaped=True) and gone(given["child_pid"], reaped=False)
     assert await AgentTokens(stack.store).verify(given["token"]) is None
@@ -206,6 +228,7 @@ async def test_cancel_kills_a_running_cli_and_its_child(stack):
     ended = await run_in(stack, run_id, RunState.CANCELLED, RunState.FAILED, RunState.COMPLETED)
     assert ended["status"] == RunState.CANCELLED
     await message_with(stack, rf"^Run #{run_id} was cancelled")
+    assert [call.status for call in await ledger_rows(stack, run_id)] == ["cancelled"]
     # The run ended once they were dead: the CLI reaped, its child at most a zombie of init's.
     assert gone(given["pid"], reaped=True) and gone(given["child_pid"], reaped=False)
 
@@ -220,8 +243,9 @@ async def test_a_cli_agent_without_its_workdir_or_its_command_fails_in_words(sta
     ended = await run_in(stack, run_id, RunState.FAILED, RunState.COMPLETED)
     assert "ghost's command" in ended["error"] and "was not found" in ended["error"]
     await message_with(stack, rf"^Run #{run_id} failed: ghost's command")
-    async with stack.store.read() as conn:  # refused before a token was made
+    async with stack.store.read() as conn:  # refused before a token was made or a model used
         assert (await conn.execute(select(agent_tokens))).all() == []
+        assert (await conn.execute(select(model_calls))).all() == []
 
 
 # The stream readers, line by line.
