@@ -7,6 +7,14 @@ up front; writes from one event loop queue on a single connection, and reads run
 pool under WAL, never blocked by the writer. Writers of one process, whatever their event loop,
 take turns on a lock of the process first (bot/writelock.py), so they never spin on SQLite's.
 
+A SQLite write transaction runs on the calling loop's thread, on a plain sqlite3 connection
+(``SyncWrite``), not through aiosqlite: the write lock is the file's one scarce resource, and
+aiosqlite holds it across a thread hop per statement (BEGIN, each statement, COMMIT), each a
+turn of a busy event loop, so a transaction of two small statements held the file 1.5-3 ms.
+Run directly it holds it for a fraction of a millisecond, the time SQLite itself needs (WAL,
+``synchronous=NORMAL``: a commit writes the log without an fsync). Only the wait for the lock
+is asynchronous. Reads stay on aiosqlite's threads.
+
 When another connection holds the write lock (another process, or the worker's loop in
 ``aegis up``), ``BEGIN IMMEDIATE`` is retried here with sleeps of a fraction of a millisecond
 to a few milliseconds, up to the busy timeout. SQLite's own busy handler would also wait, but it
@@ -26,8 +34,8 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-from sqlalchemy import event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import URL, Connection, CursorResult, Engine, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -52,6 +60,7 @@ class Store:
                 url, begin="BEGIN IMMEDIATE", pool_size=1, echo=echo, busy_timeout_ms=0
             )
             self._process_lock = lock_for(str(self.url.database))
+            self._sync_write_engine = _sqlite_sync_write_engine(self.url, echo)
         else:
             self.read_engine = self.write_engine = create_async_engine(
                 url, echo=echo, pool_pre_ping=True, pool_size=5, max_overflow=5
@@ -77,26 +86,26 @@ class Store:
                 yield conn
 
     @contextlib.asynccontextmanager
-    async def _sqlite_write_lock(self) -> AsyncIterator[AsyncConnection]:
-        """This loop's write connection first (its writers queue there), then this process's
-        turn at the file, then SQLite's own lock, retried briefly while another process has it.
-        """
+    async def _sqlite_write_lock(self) -> AsyncIterator[SyncWrite]:
+        """This process's turn at the file (its writers queue there, whatever their loop),
+        then SQLite's own lock, retried briefly while another process has it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SQLITE_BUSY_TIMEOUT_MS / 1000
         wait = WRITE_LOCK_FIRST_WAIT
-        async with self.write_engine.connect() as conn:
-            while True:
-                async with self._process_lock.held():
-                    if await _began(conn, deadline, loop):
+        while True:
+            async with self._process_lock.held():
+                # Checked out only by the lock's holder, so the pool never makes us wait.
+                with self._sync_write_engine.connect() as sync:
+                    if _began_now(sync, deadline, loop):
                         try:
-                            yield conn
+                            yield SyncWrite(sync)
                         except BaseException:
-                            await conn.rollback()
+                            sync.rollback()
                             raise
-                        await conn.commit()
+                        sync.commit()
                         return
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, WRITE_LOCK_LONGEST_WAIT)
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, WRITE_LOCK_LONGEST_WAIT)
 
     def describe(self) -> str:
         """Which database this is, for /status and doctor, without any password."""
@@ -137,6 +146,39 @@ class Store:
         await self.read_engine.dispose()
         if self.write_engine is not self.read_engine:
             await self.write_engine.dispose()
+        if self.is_sqlite:
+            self._sync_write_engine.dispose()
+
+
+class SyncWrite:
+    """A SQLite write transaction's connection, run on the caller's thread, with the awaitable
+    methods of ``AsyncConnection`` that write transactions use, so callers are the same on
+    SQLite and Postgres. Each call completes before it returns: nothing else runs on the loop
+    while a statement holds the file."""
+
+    def __init__(self, sync: Connection) -> None:
+        self.sync = sync
+        self.dialect = sync.dialect
+
+    async def execute(self, statement, parameters=None, **options) -> CursorResult:
+        return self.sync.execute(statement, parameters, **options)
+
+    async def exec_driver_sql(self, statement: str, parameters=None) -> CursorResult:
+        return self.sync.exec_driver_sql(statement, parameters)
+
+    async def scalar(self, statement, parameters=None):
+        return self.sync.scalar(statement, parameters)
+
+    async def scalars(self, statement, parameters=None):
+        return self.sync.scalars(statement, parameters)
+
+    async def run_sync(self, fn, *args, **kwargs):
+        return fn(self.sync, *args, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def begin_nested(self) -> AsyncIterator[None]:
+        with self.sync.begin_nested():
+            yield
 
 
 @contextlib.asynccontextmanager
@@ -173,14 +215,14 @@ def _reason(exc: BaseException) -> str:
     return text[:200]
 
 
-async def _began(conn: AsyncConnection, deadline: float, loop) -> bool:
+def _began_now(sync: Connection, deadline: float, loop) -> bool:
     """BEGIN IMMEDIATE; False if another process holds the write lock (and time is left)."""
     try:
-        await conn.begin()
+        sync.begin()
     except OperationalError as exc:
         if not _is_busy(exc) or loop.time() > deadline:
             raise
-        await conn.rollback()
+        sync.rollback()
         return False
     return True
 
@@ -234,8 +276,11 @@ def _sqlite_engine(
         pool_timeout=SQLITE_BUSY_TIMEOUT_MS / 1000 * 2,
         connect_args={"timeout": busy_timeout_ms / 1000},
     )
-    sync_engine = engine.sync_engine
+    _configure_sqlite(engine.sync_engine, begin=begin, busy_timeout_ms=busy_timeout_ms)
+    return engine
 
+
+def _configure_sqlite(sync_engine: Engine, *, begin: str, busy_timeout_ms: int) -> None:
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:
         # Let SQLAlchemy, not the driver, decide when a transaction begins (SQLAlchemy docs,
@@ -253,6 +298,18 @@ def _sqlite_engine(
     def _on_begin(conn) -> None:
         conn.exec_driver_sql(begin)
 
+
+def _sqlite_sync_write_engine(url: URL, echo: bool) -> Engine:
+    """The synchronous connection writes run on; one is enough, as writers take turns."""
+    engine = create_engine(
+        url.set(drivername="sqlite+pysqlite"),
+        echo=echo,
+        pool_size=1,
+        max_overflow=0,
+        # Used by whichever loop holds the process's write lock, one at a time.
+        connect_args={"check_same_thread": False, "timeout": 0},
+    )
+    _configure_sqlite(engine, begin="BEGIN IMMEDIATE", busy_timeout_ms=0)
     return engine
 
 
