@@ -18,12 +18,18 @@ from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.store import Store
+from bot.store import Store, sqlite_time
 from bot.tables import outbox
 from bot.timeutil import now
 
 TELEGRAM_TEXT_LIMIT = 4096
 LEASE = timedelta(seconds=60)
+# The chat's oldest undelivered row, for Store.read_now: what _next_in_chat_of picks.
+OLDEST_IN_CHAT_SQL = (
+    "SELECT status, lease_until FROM outbox WHERE id = (SELECT min(id) FROM outbox"
+    " WHERE chat_id = (SELECT chat_id FROM outbox WHERE id = ?)"
+    " AND status IN ('pending', 'sending'))"
+)
 
 
 class LeaseLost(Exception):
@@ -167,8 +173,30 @@ class Outbox:
         can run at once, the second finds the row taken when it re-reads it.
         """
         moment = now()
+        if self._nothing_to_claim(message_id, moment):
+            return None
         async with self.store.write() as conn:
             return await _claim(conn, _next_in_chat_of(message_id, moment), moment)
+
+    def _nothing_to_claim(self, message_id: int, moment: datetime) -> bool:
+        """SQLite: True when a read shows the claim would find nothing, so no write is spent.
+
+        While a chat is busy most deliveries find its oldest row being sent by the delivery
+        draining it (which claims the next row as it records each one): a write transaction
+        each, on the file's one write lock, for nothing. Only "nothing undelivered" and "being
+        sent under a live lease" are trusted; anything else goes to the claim, which decides.
+        """
+        if not self.store.is_sqlite:
+            return False
+        rows = self.store.read_now(OLDEST_IN_CHAT_SQL, (message_id,))
+        if not rows:
+            return True
+        status, lease_until = rows[0]
+        return (
+            status == OutboxStatus.SENDING
+            and lease_until is not None
+            and lease_until >= sqlite_time(moment)
+        )
 
     async def record_part(
         self, message: OutgoingMessage, telegram_message_id: int, *, claim_next: bool = False
