@@ -166,14 +166,16 @@ class CliHarness:
         wiring = self.wiring or await Wiring.of_this_worker()
         ttl = timedelta(seconds=max(ctx.remaining(), 0)) + TOKEN_SLACK
         token = await wiring.tokens.mint_for_run(ctx.agent.slug, ctx.run.id, ttl)
-        rundir = Path(tempfile.mkdtemp(prefix=f"aegis-run-{ctx.run.id}-"))
         process = CliProcess(self.spec.name, self.spec.reader(), ctx, token)
         started = time.monotonic()
+        rundir = None
         try:
+            rundir = Path(tempfile.mkdtemp(prefix=f"aegis-run-{ctx.run.id}-"))
             argv, env = _command(self.spec, ctx.agent, rundir, wiring.mcp_port, token)
             return await process.run([executable, *argv], workdir, env)
         finally:
-            shutil.rmtree(rundir, ignore_errors=True)
+            if rundir is not None:
+                shutil.rmtree(rundir, ignore_errors=True)
             await _after(ctx, wiring, process, time.monotonic() - started)
 
 
