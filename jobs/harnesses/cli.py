@@ -15,6 +15,13 @@ a name). A run:
    always reaps it, so no child outlives the run (jobs/harnesses/cli_process.py); the token is
    revoked when the run's stretch ends, however it ends.
 
+A CLI's own built-in tools never act on their own (design.md: read-only tools may run, anything
+that changes something goes through aegis's gate). Each CLI is started with its mutating and
+outward-reaching built-ins denied in the way its vendor documents as winning over the owner's
+own settings (see each spec below): it may read its workdir and call aegis's MCP tools, whose
+calls the gate decides; it cannot write a file, run a shell command that writes, or fetch a URL
+by itself. A project config that could widen this and that no flag can beat is refused.
+
 A CLI run is not resumed mid-way: a run taken over from a dead worker starts the CLI again.
 """
 
@@ -27,7 +34,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -64,6 +71,8 @@ class CliSpec:
     mcp_args: tuple[str, ...] = ()
     config: Mapping[str, Any] | None = None  # written as JSON to {config_file}, mode 0600
     env: Mapping[str, str] = field(default_factory=dict)
+    # Called with the workdir before anything is started; raises HarnessFailed to refuse it.
+    preflight: Callable[[Path], None] | None = None
 
     @property
     def name(self) -> str:
@@ -73,8 +82,33 @@ class CliSpec:
 # Claude Code: ``claude -p`` prints one answer and exits; stream-json needs --verbose in print
 # mode. The prompt is read from stdin when none is given. --mcp-config takes a JSON file of
 # {"mcpServers": {name: {"type": "http", "url", "headers"}}}; --strict-mcp-config ignores every
-# other MCP server, so every tool the agent reaches goes through aegis's gate; --allowedTools
-# mcp__aegis lets the headless run use aegis's tools without a prompt (the gate decides).
+# other MCP server. --allowedTools only ADDS to what runs without a prompt and restricts nothing
+# (anthropics/claude-code#62608): the owner's ~/.claude/settings.json allow rules (Bash(*), …)
+# would still apply. Deny rules win over allow rules from every settings source, in every mode
+# ("deny -> ask -> allow, the first matching rule wins, so deny rules always take precedence",
+# code.claude.com/docs/en/permissions; a bare tool name in --disallowedTools removes the tool
+# from Claude's context, code.claude.com/docs/en/agent-sdk/permissions). So the built-ins that
+# change something or reach out are denied by name: those the tools reference marks "permission
+# required" (code.claude.com/docs/en/tools-reference: Bash, PowerShell, Edit, Write,
+# NotebookEdit, WebFetch, WebSearch, Artifact, which publishes to claude.ai), MultiEdit (older
+# releases' edit tool), and Task/Agent, which start subagents (fail closed: no second context
+# whose tools we do not list). Read, Grep, Glob and LS stay: the docs call them read-only.
+# --permission-mode default: never acceptEdits or bypassPermissions; headless, a tool that would
+# ask is refused. mcp__aegis is allowed without a prompt: aegis's gate decides each call.
+CLAUDE_DENIED_TOOLS = (
+    "Bash",
+    "PowerShell",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "NotebookEdit",
+    "WebFetch",
+    "WebSearch",
+    "Artifact",
+    "Task",
+    "Agent",
+)
+CLAUDE_READING_TOOLS = ("Read", "Grep", "Glob", "LS")
 CLAUDE_CODE = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.CLAUDE_CODE],
     args=("-p", "--output-format", "stream-json", "--verbose"),
@@ -85,8 +119,12 @@ CLAUDE_CODE = CliSpec(
         "--mcp-config",
         "{config_file}",
         "--strict-mcp-config",
+        "--permission-mode",
+        "default",
+        "--disallowedTools",
+        ",".join(CLAUDE_DENIED_TOOLS),
         "--allowedTools",
-        f"mcp__{MCP_SERVER_NAME}",
+        ",".join((*CLAUDE_READING_TOOLS, f"mcp__{MCP_SERVER_NAME}")),
     ),
     config={
         "mcpServers": {
@@ -105,9 +143,28 @@ CLAUDE_CODE = CliSpec(
 # (Codex refuses an inline bearer_token). ``developer_instructions`` adds the agent's own
 # instructions to Codex's. --skip-git-repo-check: the workdir aegis.yaml names is the owner's
 # choice, and need not be a git repository.
+# Its shell and its file edits run in whatever sandbox ~/.codex/config.toml sets unless told:
+# ``--sandbox read-only`` (an exec option; "read-only: the entire filesystem is read-only,
+# network blocked", enforced by Landlock/seccomp on Linux, openai/codex docs/sandbox.md) lets
+# its commands read and never write; command-line flags and -c overrides beat config.toml.
+# ``codex exec`` refuses --ask-for-approval (openai/codex#13614) and runs with approval policy
+# never anyway; ``-c approval_policy="never"`` says so explicitly, so nothing escalates out of
+# the sandbox. ``approvals_reviewer="user"``: with "auto_review" an automatic reviewer may
+# grant an escalation past --sandbox read-only (openai/codex#36570). Aegis's MCP server is
+# called by Codex itself, outside the sandbox, so its tools still reach the gate.
 CODEX = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.CODEX],
-    args=("exec", "--json", "--skip-git-repo-check"),
+    args=(
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "read-only",
+        "-c",
+        'approval_policy="never"',
+        "-c",
+        'approvals_reviewer="user"',
+    ),
     reader=CodexStream,
     model_args=("--model", "{model}"),
     instructions_args=("-c", "developer_instructions={instructions_toml}"),
@@ -126,6 +183,115 @@ CODEX = CliSpec(
 # {"mcp": {name: {"type": "remote", "url", "headers", "enabled"}}} (the layout of the released
 # 1.x config; V2 moves servers under mcp.servers), and "instructions" lists files added to the
 # agent's context. Models are named provider/model.
+# Its built-in tools run unasked by default ("allow" is the build agent's default for edit, bash
+# and webfetch). ``permission`` decides each tool: "allow", "ask" or "deny"; "*" covers every
+# tool and, the rules being matched in order, the last match wins, so "*" comes first; the keys
+# are read, edit (which also covers write, patch and multiedit), glob, grep, list, bash, task,
+# skill, lsp, todoread, todowrite, webfetch, websearch, codesearch, external_directory,
+# doom_loop (opencode.ai/docs/permissions; ``tools`` is the deprecated form of the same). Agent
+# entries (``agent.<name>.permission``) override the global rules for that agent. So the rules
+# deny everything and allow back only the reading tools and aegis's MCP tools (named
+# ``<server>_<tool>``; the gate decides each call), for the default agent too. Precedence
+# (opencode.ai/docs/config, "later sources override earlier ones"): remote, global
+# (~/.config/opencode), OPENCODE_CONFIG, the project's opencode.json, .opencode directories,
+# then OPENCODE_CONFIG_CONTENT, then the admin's managed config. The project file beats
+# OPENCODE_CONFIG, so the rules go in OPENCODE_CONFIG_CONTENT, which beats it; but configs are
+# merged key by key, and a project's own permission keys or agents could still come after ours,
+# so a workdir whose project config touches permissions, tools, agents or plugins is refused
+# (_refuse_opencode_project_config). The token stays in the private file, not the environment.
+OPENCODE_PERMISSION: dict[str, str] = {
+    "*": "deny",
+    "read": "allow",
+    "glob": "allow",
+    "grep": "allow",
+    "list": "allow",
+    "lsp": "allow",
+    "todoread": "allow",
+    "todowrite": "allow",
+    f"{MCP_SERVER_NAME}_*": "allow",
+    "edit": "deny",
+    "bash": "deny",
+    "webfetch": "deny",
+    "websearch": "deny",
+    "codesearch": "deny",
+    "task": "deny",
+    "external_directory": "deny",
+}
+OPENCODE_LOCKED = {
+    "permission": OPENCODE_PERMISSION,
+    "default_agent": "build",
+    "agent": {name: {"permission": OPENCODE_PERMISSION} for name in ("build", "plan")},
+}
+# What a project config may not set (they could widen the rules above), and where OpenCode looks
+# for one: opencode.json(c) in the working directory and each directory up to the nearest git
+# root, and the same in .opencode/ directories, which also hold agents, plugins and tools.
+OPENCODE_WIDENING_KEYS = ("permission", "tools", "agent", "mode", "default_agent", "plugin")
+OPENCODE_CONFIG_NAMES = ("opencode.json", "opencode.jsonc")
+OPENCODE_WIDENING_DIRS = ("agent", "agents", "mode", "modes", "plugin", "plugins", "tool", "tools")
+
+
+def _refuse_opencode_project_config(workdir: Path) -> None:
+    """HarnessFailed if a project config OpenCode would read from ``workdir`` could widen what
+    its built-in tools may do; one that cannot be read is refused too (fail closed)."""
+    for folder in (workdir.resolve(), *workdir.resolve().parents):
+        for base in (folder, folder / ".opencode"):
+            for name in OPENCODE_CONFIG_NAMES:
+                path = base / name
+                if not path.is_file():
+                    continue
+                try:
+                    config = json.loads(_strip_jsonc(path.read_text(encoding="utf-8")))
+                except (OSError, UnicodeDecodeError, ValueError):
+                    config = None
+                if not isinstance(config, dict):
+                    raise HarnessFailed(
+                        f"OpenCode would read {path}, which aegis cannot parse, so it cannot "
+                        "tell whether it lets OpenCode's own tools write or run commands; "
+                        "refused."
+                    )
+                widening = sorted(key for key in OPENCODE_WIDENING_KEYS if key in config)
+                if widening:
+                    raise HarnessFailed(
+                        f"OpenCode would read {path}, which sets {', '.join(widening)}: that "
+                        "could let OpenCode's own tools write files or run commands outside "
+                        "aegis's gate; refused (remove those keys from it, or use another "
+                        "workdir)."
+                    )
+        dot = folder / ".opencode"
+        found = [name for name in OPENCODE_WIDENING_DIRS if (dot / name).exists()]
+        if found:
+            raise HarnessFailed(
+                f"OpenCode would load {', '.join(found)} from {dot}: that could give it tools "
+                "or permissions outside aegis's gate; refused."
+            )
+        if (folder / ".git").exists():
+            return  # OpenCode looks no further up than the project's git root
+
+
+def _strip_jsonc(text: str) -> str:
+    """JSON from JSONC: comments and trailing commas removed, strings left as they are."""
+    out: list[str] = []
+    index, length = 0, len(text)
+    while index < length:
+        char = text[index]
+        if char == '"':
+            end = index + 1
+            while end < length and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            out.append(text[index : end + 1])
+            index = end + 1
+        elif text.startswith("//", index):
+            newline = text.find("\n", index)
+            index = length if newline < 0 else newline
+        elif text.startswith("/*", index):
+            close = text.find("*/", index + 2)
+            index = length if close < 0 else close + 2
+        else:
+            out.append(char)
+            index += 1
+    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
+
+
 OPENCODE = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.OPENCODE],
     args=("run", "--format", "json"),
@@ -142,8 +308,13 @@ OPENCODE = CliSpec(
             }
         },
         "instructions": ["{instructions_file}"],
+        **OPENCODE_LOCKED,
     },
-    env={"OPENCODE_CONFIG": "{config_file}"},
+    env={
+        "OPENCODE_CONFIG": "{config_file}",
+        "OPENCODE_CONFIG_CONTENT": json.dumps(OPENCODE_LOCKED),
+    },
+    preflight=_refuse_opencode_project_config,
 )
 
 CLIS: dict[HarnessKind, CliSpec] = {
@@ -163,6 +334,8 @@ class CliHarness:
     async def run(self, ctx: RunContext) -> str:
         workdir = _workdir(ctx.agent, self.spec)
         executable = _executable(ctx.agent, self.spec)
+        if self.spec.preflight is not None:
+            self.spec.preflight(workdir)
         wiring = self.wiring or await Wiring.of_this_worker()
         ttl = timedelta(seconds=max(ctx.remaining(), 0)) + TOKEN_SLACK
         token = await wiring.tokens.mint_for_run(ctx.agent.slug, ctx.run.id, ttl)

@@ -6,6 +6,17 @@ share one process group, killed as one: SIGTERM, then SIGKILL after a short grac
 cancellation (the runner cancels at the deadline and on /cancel) or at our own ceiling, and
 SIGKILL to whatever it left behind when it exits. The CLI is always waited for: no zombie.
 
+A worker killed outright (SIGKILL, the OOM killer) runs no cleanup, and a CLI in a session of
+its own would outlive it. So on Linux the CLI is started through a tiny exec wrapper
+(PDEATHSIG_WRAPPER) that asks the kernel to SIGKILL it when its parent dies (prctl
+PR_SET_PDEATHSIG) and then execs the CLI in its place: same pid, and the setting survives
+exec. Not preexec_fn: it runs Python in the forked child of a threaded worker, which the
+subprocess docs warn may deadlock. "Parent" is the thread that forked it: asyncio starts it from
+the event loop's thread, which in a worker is Dramatiq's loop thread, alive as long as the
+worker. Only the CLI itself is covered: its own children are not (PDEATHSIG is per process and
+not inherited across fork), so a child it started outlives a SIGKILLed worker, in the CLI's
+process group, until something kills that group.
+
 stdout is read in chunks and split into lines here, not by ``StreamReader.readline``, so that
 one line longer than MAX_LINE_BYTES is dropped and counted instead of failing the run; of
 stderr only the tail is kept, for the error message.
@@ -18,6 +29,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 
 from bot.harness import HarnessFailed, RunContext
@@ -38,6 +50,29 @@ STDERR_KEEP_BYTES = 16_384  # the tail of stderr kept for an error message
 STDERR_SHOWN_LINES = 5
 STDERR_SHOWN_CHARS = 600
 RESULT_CHARS = 200_000  # a longer answer is cut, with a note of how much
+
+
+# Run as ``python -I -S -c PDEATHSIG_WRAPPER <worker pid> <cli> <args…>``: arm PR_SET_PDEATHSIG
+# (1) with SIGKILL (9), then check the parent is still the worker (if it died before prctl, the
+# signal would never come), then become the CLI. -I -S: no site, no environment, a quick start.
+PDEATHSIG_WRAPPER = """\
+import ctypes, os, sys
+if ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0) != 0:
+    sys.exit("aegis: PR_SET_PDEATHSIG failed: " + os.strerror(ctypes.get_errno()))
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("aegis: the worker died while its CLI was being started")
+try:
+    os.execv(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.exit(f"aegis: {sys.argv[2]} could not be started: {exc.strerror}")
+"""
+
+
+def _dies_with_worker(command: list[str]) -> list[str]:
+    """``command`` wrapped so the kernel kills it if the worker dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return command
+    return [sys.executable, "-I", "-S", "-c", PDEATHSIG_WRAPPER, str(os.getpid()), *command]
 
 
 class CliProcess:
@@ -89,7 +124,7 @@ class CliProcess:
     ) -> asyncio.subprocess.Process:
         try:
             return await asyncio.create_subprocess_exec(
-                *command,
+                *_dies_with_worker(command),
                 cwd=workdir,
                 env=env,
                 stdin=asyncio.subprocess.PIPE,

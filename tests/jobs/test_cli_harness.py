@@ -12,10 +12,14 @@ environment a run is given, and the bounded line reader.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,14 +31,22 @@ from sqlalchemy import select
 from bot.agent_runs import RunState
 from bot.agent_tokens import AgentTokens
 from bot.agents import AgentProfile, HarnessKind
+from bot.harness import HarnessFailed
 from bot.tables import agent_runs, agent_tokens, model_calls
 from jobs.harnesses import cli_process
-from jobs.harnesses.cli import CLIS, _command
+from jobs.harnesses.cli import (
+    CLAUDE_DENIED_TOOLS,
+    CLIS,
+    OPENCODE_PERMISSION,
+    _command,
+    _refuse_opencode_project_config,
+)
 from jobs.harnesses.cli_process import CliProcess, _lines
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream
 from tests.helpers.stack import eventually, make_settings, running_stack
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
+REPO = Path(__file__).resolve().parent.parent.parent
 INSTRUCTIONS = 'You keep {things} tidy.\nQuote "exactly" and never guess.'
 TOKENS_USED = {"claudia": (120, 30), "cody": (120, 30), "opal": (180, 40)}  # as the fakes say
 # slug: (harness, fake, model)
@@ -150,6 +162,7 @@ async def test_a_cli_runs_in_its_workdir_with_its_own_instructions_and_token(sta
     assert given["aegis_env"] == (["AEGIS_MCP_TOKEN"] if harness == "codex" else [])
     if given["mcp_config_mode"] is not None:
         assert given["mcp_config_mode"] == "0o600"
+    assert_own_tools_locked(harness, given)
     # While the run goes on, the token is the agent's, and only its hash is stored.
     tokens = AgentTokens(stack.store)
     assert await tokens.verify(token) == slug
@@ -171,6 +184,52 @@ async def test_a_cli_runs_in_its_workdir_with_its_own_instructions_and_token(sta
     # Over: the token is revoked and the run's private files are gone.
     assert await tokens.verify(token) is None
     assert given["config_path"] is None or not Path(given["config_path"]).exists()
+
+
+def assert_own_tools_locked(harness: str, given: dict) -> None:
+    """The CLI was started with its own mutating built-ins unavailable (what its fake recorded)."""
+    if harness == "claude-code":
+        denied = set(given["disallowed_tools"].split(","))
+        assert {"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "WebFetch"} <= denied
+        assert given["permission_mode"] == "default"
+        assert set(given["allowed_tools"].split(",")) == {
+            "Read",
+            "Grep",
+            "Glob",
+            "LS",
+            "mcp__aegis",
+        }
+        assert not {"bypassPermissions", "acceptEdits"} & set(given["argv"])
+        assert "--strict-mcp-config" in given["argv"]
+    elif harness == "codex":
+        assert given["sandbox"] == "read-only"
+        assert (given["approval_policy"], given["approvals_reviewer"]) == ("never", "user")
+        assert "--dangerously-bypass-approvals-and-sandbox" not in given["argv"]
+    else:
+        for config in (given["config_content"], given["mcp_config"]):
+            rules = config["permission"]
+            assert list(rules)[0] == "*" and rules["*"] == "deny"  # the last match wins
+            for tool in ("edit", "bash", "webfetch", "websearch", "task"):
+                assert rules[tool] == "deny", tool
+            assert rules["aegis_*"] == "allow" and rules["read"] == "allow"
+            assert config["agent"]["build"]["permission"] == rules
+
+
+async def test_an_opencode_workdir_whose_project_config_widens_its_tools_is_refused(stack):
+    (stack.workdirs / "opal" / "opencode.json").write_text(
+        '{"permission": {"bash": "allow"}}', encoding="utf-8"
+    )
+    run_id = await start(stack, "/run opal tidy up")
+    ended = await run_in(stack, run_id, RunState.FAILED, RunState.COMPLETED)
+    assert ended["status"] == RunState.FAILED
+    assert ended["error"] == (
+        f"OpenCode would read {stack.workdirs / 'opal' / 'opencode.json'}, which sets "
+        "permission: that could let OpenCode's own tools write files or run commands outside "
+        "aegis's gate; refused (remove those keys from it, or use another workdir)."
+    )
+    assert not (stack.workdirs / "opal" / "fake-opencode.jsonl").exists()  # never started
+    async with stack.store.read() as conn:  # refused before a token was made
+        assert (await conn.execute(select(agent_tokens))).all() == []
 
 
 @pytest.mark.parametrize(
@@ -468,7 +527,7 @@ async def test_a_cli_cancelled_while_it_starts_a_child_leaves_nothing_running(tm
     """The fake prints its first event, then starts its child: cancelled at moments from then
     on, the harness returns only once the CLI and its child are dead, not merely signalled."""
     request = "hang stubborn, spawn a child" if stubborn else "hang, spawn a child"
-    command = [str(FAKES / "claude"), "-p", "--output-format", "stream-json", "--verbose"]
+    command = claude_command(tmp_path)
     for index, delay in enumerate([0, 0, 0, 0.001, 0.001, 0.002, 0.003, 0.005, 0.01, 0.05]):
         workdir = tmp_path / str(index)
         workdir.mkdir()
@@ -494,3 +553,154 @@ def running_in(workdir: Path) -> list[int]:
         except psutil.Error:  # gone meanwhile, or not ours to look at
             continue
     return found
+
+
+def claude_command(tmp_path: Path) -> list[str]:
+    """The fake claude's command line, as the harness would give it."""
+    rundir = tmp_path / "claude-run"
+    rundir.mkdir(exist_ok=True)
+    kind = HarnessKind.CLAUDE_CODE
+    argv, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
+    return [str(FAKES / "claude"), *argv]
+
+
+# Each CLI's own mutating built-ins, as its command line and config say.
+
+
+def test_claude_code_denies_its_mutating_tools_and_allows_only_reading_ones(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.CLAUDE_CODE
+    argv, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
+    denied = argv[argv.index("--disallowedTools") + 1].split(",")
+    assert set(denied) == set(CLAUDE_DENIED_TOOLS)
+    assert {"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "WebFetch", "WebSearch"} <= set(
+        denied
+    )
+    allowed = argv[argv.index("--allowedTools") + 1].split(",")
+    assert not set(allowed) & set(denied)
+    assert argv[argv.index("--permission-mode") + 1] == "default"
+    assert "--strict-mcp-config" in argv and "--dangerously-skip-permissions" not in argv
+
+
+def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.CODEX
+    argv, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
+    assert argv[argv.index("--sandbox") + 1] == "read-only"
+    assert 'approval_policy="never"' in argv and 'approvals_reviewer="user"' in argv
+    assert argv[0] == "exec" and argv[-1] == "-"  # the overrides are exec's, before the prompt
+
+
+def test_opencode_denies_its_tools_in_the_config_that_outranks_the_project(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.OPENCODE
+    _, env = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-9")
+    content = json.loads(env["OPENCODE_CONFIG_CONTENT"])
+    assert content["permission"] == OPENCODE_PERMISSION
+    assert "tok-9" not in env["OPENCODE_CONFIG_CONTENT"]  # the token stays in the 0600 file
+    written = json.loads((rundir / "config.json").read_text())
+    assert written["permission"] == OPENCODE_PERMISSION
+    assert [rule for rule in OPENCODE_PERMISSION.values()][0] == "deny"
+
+
+@pytest.mark.parametrize(
+    ("where", "text", "refused"),
+    [
+        ("opencode.json", '{"model": "anthropic/claude-sonnet-4"}', None),
+        (
+            "opencode.jsonc",
+            '{\n  // our model\n  "model": "a/b", /* "permission": {} */\n  "theme": "x",\n}',
+            None,
+        ),
+        ("opencode.json", '{"permission": {"bash": "allow"}}', "sets permission"),
+        ("opencode.jsonc", '{"tools": {"bash": true}, // legacy\n}', "sets tools"),
+        (".opencode/opencode.json", '{"agent": {"build": {}}}', "sets agent"),
+        ("opencode.json", '{"plugin": ["x"], "default_agent": "y"}', "sets default_agent, plugin"),
+        ("opencode.json", "{not json", "cannot parse"),
+        (".opencode/agents/open.md", "---\npermission:\n  bash: allow\n---\n", "agents from"),
+        (".opencode/plugin/p.js", "export default {}", "plugin from"),
+        ("../opencode.json", '{"permission": "allow"}', "sets permission"),  # a parent's
+    ],
+)
+def test_a_project_opencode_config_that_could_widen_its_tools_is_refused(
+    tmp_path, where, text, refused
+):
+    workdir = tmp_path / "project" / "work"
+    workdir.mkdir(parents=True)
+    path = workdir / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    if refused is None:
+        _refuse_opencode_project_config(workdir)
+        return
+    with pytest.raises(HarnessFailed, match=re.escape(refused)) as failed:
+        _refuse_opencode_project_config(workdir)
+    assert "refused" in str(failed.value)
+
+
+def test_a_project_config_above_the_git_root_is_not_opencodes_to_read(tmp_path):
+    workdir = tmp_path / "outer" / "repo"
+    (workdir / ".git").mkdir(parents=True)
+    (tmp_path / "outer" / "opencode.json").write_text('{"permission": "allow"}')
+    _refuse_opencode_project_config(workdir)
+    (workdir / "opencode.json").write_text('{"permission": "allow"}')
+    with pytest.raises(HarnessFailed, match="sets permission"):
+        _refuse_opencode_project_config(workdir)
+
+
+# A worker killed outright: its CLI must not outlive it.
+
+WORKER = """
+import asyncio, os, sys
+from collections import Counter
+from types import SimpleNamespace
+from jobs.harnesses.cli_process import CliProcess
+from jobs.harnesses.cli_streams import ClaudeStream
+
+class Stretch:
+    request = "hang, spawn a child"
+    effects = Counter()
+    run = SimpleNamespace(id=0)
+    def remaining(self):
+        return 600.0
+    async def checkpoint(self, step=None):
+        pass
+    async def step(self, what):
+        pass
+
+workdir, command = sys.argv[1], sys.argv[2:]
+process = CliProcess("claude", ClaudeStream(), Stretch(), "tok")
+asyncio.run(process.run(command, workdir, dict(os.environ)))
+"""
+
+
+async def test_a_cli_dies_with_a_worker_killed_by_sigkill(tmp_path):
+    """A worker SIGKILLed mid-run runs no cleanup: the kernel kills its CLI (PR_SET_PDEATHSIG).
+    The CLI's own child is not covered (see cli_process.py); it is killed here by hand."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(workdir), *claude_command(tmp_path)], cwd=REPO
+    )
+    path = workdir / "fake-claude.jsonl"
+    given = None
+    try:
+        given = await eventually(
+            lambda: path.exists() and json.loads(path.read_text().splitlines()[0]), timeout=20
+        )
+        assert psutil.Process(given["pid"]).ppid() == worker.pid  # the wrapper became the CLI
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        await eventually(lambda: gone(given["pid"], reaped=False), timeout=10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if given is not None:  # the CLI's group: its child, and the CLI if the test failed
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(given["pgid"], signal.SIGKILL)
