@@ -20,9 +20,10 @@ from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from bot.cards import clip
+from bot.interaction import OPEN
 from bot.outbox import Outbox
 from bot.store import Store
-from bot.tables import agent_runs
+from bot.tables import agent_runs, interactions
 from bot.timeutil import now
 
 
@@ -98,6 +99,26 @@ class AgentRun:
             if count
         ]
         return ", ".join(shown) or "no effect"
+
+
+class Beat(enum.Enum):
+    GO_ON = "go on"
+    CANCEL = "cancel"  # /cancel was asked for
+    LOST = "lost"  # the run is no longer this holder's
+
+
+class RunLost(Exception):
+    """The run was taken over by another holder (or ended) while this one still worked."""
+
+
+def _held(run: AgentRun):
+    """The row is still this holder's: running, and not claimed again since (every claim
+    adds one to ``attempts``), so a stalled holder can never write over its successor."""
+    return and_(
+        agent_runs.c.id == run.id,
+        agent_runs.c.status == RunState.RUNNING,
+        agent_runs.c.attempts == run.attempts,
+    )
 
 
 class RunRefused(ValueError):
@@ -217,37 +238,43 @@ class AgentRuns:
                 )
         return run
 
-    async def beat(self, run_id: int) -> bool:
-        """The holder is alive; returns whether a cancel was asked for."""
+    async def beat(self, run: AgentRun) -> Beat:
+        """The holder is alive. Says whether a cancel was asked for, or whether the run is no
+        longer this holder's (taken over, cancelled while queued): then it must stop at once."""
         async with self.store.write() as conn:
             result = await conn.execute(
                 update(agent_runs)
-                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
+                .where(_held(run))
                 .values(heartbeat_at=now())
                 .returning(agent_runs.c.cancel_requested)
             )
             row = result.first()
-        return bool(row and row.cancel_requested)
+        if row is None:
+            return Beat.LOST
+        return Beat.CANCEL if row.cancel_requested else Beat.GO_ON
 
     async def checkpoint(
-        self, run_id: int, *, state: dict, effects: dict, step: str | None = None
+        self, run: AgentRun, *, state: dict, effects: dict, step: str | None = None
     ) -> None:
+        """Save the harness's state; raises RunLost when the run is no longer this holder's,
+        so a stale holder stops instead of writing over the one that took the run over."""
         values: dict[str, Any] = {"state": state, "effects": effects, "heartbeat_at": now()}
         if step is not None:
             values["step"] = step[:200]
         async with self.store.write() as conn:
-            await conn.execute(
-                update(agent_runs)
-                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
-                .values(**values)
-            )
+            saved = await conn.execute(update(agent_runs).where(_held(run)).values(**values))
+        if saved.rowcount != 1:
+            raise RunLost(f"run #{run.id} is no longer held by attempt {run.attempts}")
 
     async def park(
-        self, run_id: int, interaction_id: int, *, state: dict, effects: dict, step: str
+        self, run: AgentRun, interaction_id: int, *, state: dict, effects: dict, step: str
     ) -> AgentRun | None:
+        """Wait for a card; None when the holder lost the run or a cancel was asked for (a
+        cancelled run must not wake up and make the call once the card is approved)."""
         return await self._move(
-            run_id,
+            run,
             RunState.PARKED,
+            agent_runs.c.cancel_requested.is_(False),
             state=state,
             effects=effects,
             step=step[:200],
@@ -256,7 +283,7 @@ class AgentRuns:
 
     async def finish(
         self,
-        run_id: int,
+        run: AgentRun,
         status: RunState,
         *,
         effects: dict,
@@ -273,27 +300,26 @@ class AgentRuns:
         }
         if state is not None:
             values["state"] = state
-        return await self._move(run_id, status, **values)
+        return await self._move(run, status, **values)
 
-    async def _move(self, run_id: int, status: RunState, **values) -> AgentRun | None:
+    async def _move(self, run: AgentRun, status: RunState, *also, **values) -> AgentRun | None:
         async with self.store.write() as conn:
             moved = await conn.execute(
-                update(agent_runs)
-                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
-                .values(status=status, **values)
+                update(agent_runs).where(_held(run), *also).values(status=status, **values)
             )
             if moved.rowcount != 1:
                 return None
-            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run.id))).one()
         return AgentRun.from_row(row)
 
-    async def hand_back(self, run_id: int) -> bool:
+    async def hand_back(self, run: AgentRun) -> bool:
         """A worker shutting down gives the run back as queued; the next one goes on from its
-        last checkpoint, within the deadline it already had."""
+        last checkpoint, within the deadline it already had (or ends it, if a cancel was
+        asked for meanwhile)."""
         async with self.store.write() as conn:
             moved = await conn.execute(
                 update(agent_runs)
-                .where(agent_runs.c.id == run_id, agent_runs.c.status == RunState.RUNNING)
+                .where(_held(run))
                 .values(status=RunState.QUEUED, step="handed back by a stopping worker")
             )
         return moved.rowcount == 1
@@ -373,6 +399,24 @@ class AgentRuns:
         )
         async with self.store.read() as conn:
             return list((await conn.execute(query.order_by(agent_runs.c.id))).scalars())
+
+    async def parked_on_settled_cards(self, *, settled_for: timedelta) -> list[tuple[int, int]]:
+        """(run, card) for runs still parked on a card settled ``settled_for`` ago: their
+        wake-up was lost (a worker died between settling and waking them)."""
+        moment = now()
+        query = (
+            select(agent_runs.c.id, agent_runs.c.waiting_on)
+            .join(interactions, interactions.c.id == agent_runs.c.waiting_on)
+            .where(
+                agent_runs.c.status == RunState.PARKED,
+                interactions.c.status.not_in(OPEN),
+                interactions.c.resolved_at < moment - settled_for,
+            )
+            .order_by(agent_runs.c.id)
+            .limit(100)
+        )
+        async with self.store.read() as conn:
+            return [(row.id, row.waiting_on) for row in (await conn.execute(query)).all()]
 
     async def active_for_schedule(self, schedule: str) -> int:
         query = select(func.count()).where(

@@ -119,5 +119,5 @@ class RunContext:
 
     async def checkpoint(self, step: str | None = None) -> None:
         await self.runs.checkpoint(
-            self.run.id, state=self.state, effects=dict(self.effects), step=step
+            self.run, state=self.state, effects=dict(self.effects), step=step
         )

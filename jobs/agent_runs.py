@@ -26,7 +26,7 @@ from datetime import timedelta
 
 import dramatiq
 
-from bot.agent_runs import AgentRun, RunState, progress_text
+from bot.agent_runs import AgentRun, Beat, RunLost, RunState, progress_text
 from bot.errors import BrokerError
 from bot.harness import HarnessFailed, Parked, RunContext
 from bot.run_endings import ended_how, settle_task
@@ -43,6 +43,8 @@ WATCH_EVERY = 0.1  # seconds between looks at the deadline
 PROGRESS_EVERY = 10.0  # seconds between progress edits that only move the elapsed time
 STEP_EDITS_EVERY = 2.0  # a harness changing step faster than this is shown less often
 CANCEL_GRACE = 5.0  # seconds a cancelled harness has to clean up (kill its processes)
+CANCELLED_BY_OWNER = "cancelled by the owner"
+LOST = object()  # the watch's answer when the run is no longer this holder's
 
 
 # Not retried by Dramatiq: a run is taken up again by sweep_runs, from its checkpoint. The
@@ -72,7 +74,7 @@ async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
     if settled is None and run.state.get("continued_from"):
         # Taken over from a worker that died right after a card was settled.
         settled = await platform.interactions.get(run.state["continued_from"])
-    running.carry(run.id, Runner(res, run, settled).go())
+    running.carry(run, Runner(res, run, settled).go())
     return {"runs_started": 1}
 
 
@@ -89,7 +91,7 @@ class Runner:
         agent = self.platform.agents.get(self.run.agent)
         if agent is None or not agent.runnable:
             ended = await self.platform.runs.finish(
-                self.run.id,
+                self.run,
                 RunState.FAILED,
                 effects=self.run.effects,
                 error=f"{self.run.agent} is no longer an agent with a harness in aegis.yaml",
@@ -108,6 +110,8 @@ class Runner:
             on_step=self._step,
         )
         ctx.state = state
+        if self.run.cancel_requested:  # cancelled while parked or handed back: no more work
+            return await self._end(ctx, RunState.CANCELLED, error=CANCELLED_BY_OWNER)
         await self._show(self.run, force=True)
         try:
             harness = harness_for(agent)
@@ -116,25 +120,21 @@ class Runner:
         work = asyncio.create_task(harness.run(ctx))
         try:
             stopped = await self._watch(work, ctx)
-        except asyncio.CancelledError:  # the worker is stopping: stop the harness too
+        except BaseException:  # the worker is stopping, or the watch broke: stop the harness
             await _stop(work)
             raise
+        if stopped is LOST:
+            return {"runs_lost": 1}
         if stopped is not None:
             status, why = stopped
             return await self._end(ctx, status, error=why)
         try:
             result = work.result()
         except Parked as parked:
-            ctx.state.pop("continued_from", None)
-            step = f"waiting on card #{parked.interaction_id}"
-            parked_run = await self.platform.runs.park(
-                self.run.id,
-                parked.interaction_id,
-                state=ctx.state,
-                effects=dict(ctx.effects),
-                step=step,
-            )
-            return await self._ended(parked_run)
+            return await self._park(ctx, parked.interaction_id)
+        except RunLost:  # taken over while it worked: the new holder goes on
+            logger.warning("run %s was taken over; this holder stops", self.run.id)
+            return {"runs_lost": 1}
         except HarnessFailed as exc:
             return await self._end(ctx, RunState.FAILED, error=str(exc))
         except Exception as exc:
@@ -143,8 +143,34 @@ class Runner:
         ctx.state.pop("continued_from", None)
         return await self._end(ctx, RunState.COMPLETED, result=str(result))
 
-    async def _watch(self, work: asyncio.Task, ctx: RunContext) -> tuple[RunState, str] | None:
-        """Wait for the harness; stop it at the deadline or on /cancel."""
+    async def _park(self, ctx: RunContext, interaction_id: int) -> dict:
+        ctx.state.pop("continued_from", None)
+        parked = await self.platform.runs.park(
+            self.run,
+            interaction_id,
+            state=ctx.state,
+            effects=dict(ctx.effects),
+            step=f"waiting on card #{interaction_id}",
+        )
+        if parked is None:
+            current = await self.platform.runs.get(self.run.id)
+            if (
+                current is not None
+                and current.cancel_requested
+                and current.attempts == self.run.attempts
+            ):
+                return await self._end(ctx, RunState.CANCELLED, error=CANCELLED_BY_OWNER)
+            return {"runs_lost": 1}
+        card = await self.platform.interactions.get(interaction_id)
+        if card is not None and not card.is_open:
+            # Settled before this run parked on it (a shared card, a quick tap): the wake-up
+            # went out before this run was there to get it, so it wakes itself.
+            await self._enqueue("run_agent", parked.id, interaction_id)
+        return await self._ended(parked)
+
+    async def _watch(self, work: asyncio.Task, ctx: RunContext):
+        """Wait for the harness; stop it at the deadline or on /cancel. Returns None when the
+        harness ended, (status, why) when it was stopped, or LOST when the run was taken over."""
         loop = asyncio.get_running_loop()
         last_beat = last_progress = loop.time()
         while True:
@@ -160,20 +186,33 @@ class Runner:
             moment = loop.time()
             if moment - last_beat >= BEAT_EVERY:
                 last_beat = moment
-                if await self.platform.runs.beat(self.run.id):
+                beat = await self._beat()
+                if beat is Beat.CANCEL:
                     await _stop(work)
-                    return RunState.CANCELLED, "cancelled by the owner"
+                    return RunState.CANCELLED, CANCELLED_BY_OWNER
+                if beat is Beat.LOST:
+                    await _stop(work)
+                    return LOST
             if moment - last_progress >= PROGRESS_EVERY:
                 last_progress = moment
                 current = await self.platform.runs.get(self.run.id)
                 if current is not None:
                     await self._show(current)
 
+    async def _beat(self) -> Beat:
+        """One heartbeat; a store hiccup skips it (a run whose beats keep failing is taken
+        over after the heartbeat timeout, and learns it at its next beat that gets through)."""
+        try:
+            return await self.platform.runs.beat(self.run)
+        except Exception as exc:
+            logger.warning("run %s missed a heartbeat: %s", self.run.id, type(exc).__name__)
+            return Beat.GO_ON
+
     async def _end(
         self, ctx: RunContext, status: RunState, *, result: str | None = None, error=None
     ) -> dict:
         ended = await self.platform.runs.finish(
-            self.run.id,
+            self.run,
             status,
             effects=dict(ctx.effects),
             state=ctx.state,
@@ -227,10 +266,13 @@ class Runner:
             await self._deliver(outbox_id)
 
     async def _deliver(self, outbox_id: int) -> None:
+        await self._enqueue("deliver", outbox_id)
+
+    async def _enqueue(self, actor: str, *args) -> None:
         try:
-            await self.platform.interactions.enqueue("deliver", outbox_id)
-        except BrokerError:
-            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+            await self.platform.interactions.enqueue(actor, *args)
+        except BrokerError:  # the sweeps catch up (outbox sweep, run sweep)
+            logger.warning("broker down: %s%s waits for a sweep", actor, args)
 
 
 async def _stop(work: asyncio.Task) -> None:
@@ -241,10 +283,14 @@ async def _stop(work: asyncio.Task) -> None:
 
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def sweep_runs(schedule: str = "") -> dict:
-    """Enqueue again every run nobody is working on (a killed worker, a lost message)."""
+    """Enqueue again every run nobody is working on (a killed worker, a lost message), and
+    wake every run still parked on a card settled a while ago (a lost wake-up)."""
     res = await resources()
     stale_after = timedelta(seconds=res.settings.run_heartbeat_timeout)
     adrift = await res.platform.runs.adrift(stale_after=stale_after, queued_for=stale_after)
     for run_id in adrift:
         await asyncio.to_thread(run_agent.send, run_id)
-    return {"runs_taken_up": len(adrift)}
+    asleep = await res.platform.runs.parked_on_settled_cards(settled_for=stale_after)
+    for run_id, card in asleep:
+        await asyncio.to_thread(run_agent.send, run_id, card)
+    return {"runs_taken_up": len(adrift), "parked_runs_woken": len(asleep)}

@@ -20,15 +20,16 @@ SHUTDOWN_GRACE = 10.0  # seconds the runs have to stop (and kill what they start
 _tasks: dict[int, asyncio.Task] = {}
 
 
-def carry(run_id: int, work: Coroutine[Any, Any, Any]) -> None:
-    """Run ``work`` on this loop, remembered under ``run_id`` until it ends."""
-    task = asyncio.get_running_loop().create_task(work, name=f"aegis-run-{run_id}")
-    _tasks[run_id] = task
+def carry(run: Any, work: Coroutine[Any, Any, Any]) -> None:
+    """Run ``work`` on this loop, remembered with ``run`` (as claimed) until it ends."""
+    task = asyncio.get_running_loop().create_task(work, name=f"aegis-run-{run.id}")
+    _tasks[run.id] = (run, task)
 
     def forget(done: asyncio.Task) -> None:
-        _tasks.pop(run_id, None)
+        if _tasks.get(run.id, (None, None))[1] is done:  # not a later claim of the same run
+            del _tasks[run.id]
         if not done.cancelled() and done.exception() is not None:
-            logger.error("run %s stopped with an error", run_id, exc_info=done.exception())
+            logger.error("run %s stopped with an error", run.id, exc_info=done.exception())
 
     task.add_done_callback(forget)
 
@@ -37,16 +38,16 @@ def carried() -> list[int]:
     return sorted(_tasks)
 
 
-async def stop_all(hand_back: Callable[[int], Awaitable[Any]]) -> int:
-    """Cancel every run this process carries; ``hand_back(run_id)`` queues it again."""
-    tasks = dict(_tasks)
-    for task in tasks.values():
+async def stop_all(hand_back: Callable[[Any], Awaitable[Any]]) -> int:
+    """Cancel every run this process carries; ``hand_back(run)`` queues it again."""
+    held = list(_tasks.values())
+    for _, task in held:
         task.cancel()
-    if tasks:
-        await asyncio.wait(tasks.values(), timeout=SHUTDOWN_GRACE)
-    for run_id in tasks:
+    if held:
+        await asyncio.wait([task for _, task in held], timeout=SHUTDOWN_GRACE)
+    for run, _ in held:
         try:
-            await hand_back(run_id)
+            await hand_back(run)
         except Exception:
-            logger.warning("run %s not handed back; the run sweep takes it up", run_id)
-    return len(tasks)
+            logger.warning("run %s not handed back; the run sweep takes it up", run.id)
+    return len(held)

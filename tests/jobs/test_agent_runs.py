@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import UTC, datetime, timedelta
 
 import dramatiq
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from bot.agent_runs import RunOrigin, RunState
 from bot.tables import agent_runs, audit_events, interactions
@@ -221,13 +222,11 @@ async def test_runs_parked_on_one_shared_card_all_wake_and_the_grant_is_used_onc
     async def settled():
         rows = [await run_in(stack, run_id, *RunState) for run_id in (first, second)]
         statuses = sorted(row["status"] for row in rows)
-        if statuses != ["completed", "parked"]:
-            return None
-        return rows
+        asked_again = [r for r in rows if r["waiting_on"] not in (None, one["waiting_on"])]
+        # One ran the call; the other woke, found the grant used, and asked on a card of its own.
+        return statuses == ["completed", "parked"] and asked_again
 
-    rows = await eventually(settled)
-    [still] = [row for row in rows if row["status"] == "parked"]
-    assert still["waiting_on"] != one["waiting_on"]  # asked again, on a card of its own
+    await eventually(settled)
     assert await tool_runs(stack, "demo.write_file") == 1
 
 
@@ -390,3 +389,25 @@ async def test_a_task_whose_run_is_cancelled_waits_with_a_comment_saying_so(stac
         return "cancelled" in message["text"]
 
     await eventually(progress_says_cancelled)
+
+
+async def test_a_run_whose_wake_up_was_lost_is_woken_by_the_run_sweep(stack):
+    run_id, _ = await start(stack, "/run scribe lost in the mail")
+    parked = await run_in(stack, run_id, RunState.PARKED)
+    # The card is settled (denied) an hour ago, and the continuation that should have woken
+    # the run never went out: a worker died in between.
+    async with stack.store.write() as conn:
+        await conn.execute(
+            update(interactions)
+            .where(interactions.c.id == parked["waiting_on"])
+            .values(
+                status="resolved",
+                outcome="denied",
+                resolved_at=datetime.now(UTC) - timedelta(hours=1),
+                continuation_sent_at=datetime.now(UTC) - timedelta(hours=1),
+            )
+        )
+    await stack.services.platform.interactions.enqueue("sweep_runs")
+    done = await run_in(stack, run_id, RunState.COMPLETED)
+    assert "was denied; nothing was done" in done["result"]
+    assert await tool_runs(stack, "demo.write_file") == 0
