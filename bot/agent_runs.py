@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import String, and_, cast, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from bot.cards import clip
 from bot.interaction import OPEN
 from bot.outbox import Outbox
 from bot.store import Store
-from bot.tables import agent_runs, interactions
+from bot.tables import agent_runs, interactions, outbox
 from bot.timeutil import now
 
 
@@ -418,6 +418,27 @@ class AgentRuns:
         async with self.store.read() as conn:
             return [(row.id, row.waiting_on) for row in (await conn.execute(query)).all()]
 
+    async def ended_untold(self, *, ended_for: timedelta, within: timedelta = timedelta(days=1)):
+        """Runs that ended (``ended_for`` ago, within the last ``within``) but whose last word
+        was never queued: their worker died between ending them and telling the owner."""
+        moment = now()
+        told = select(outbox.c.id).where(
+            outbox.c.idempotency_key == literal("run:") + cast(agent_runs.c.id, String) + ":end"
+        )
+        query = (
+            select(agent_runs)
+            .where(
+                agent_runs.c.status.in_(tuple(ENDED)),
+                agent_runs.c.finished_at < moment - ended_for,
+                agent_runs.c.finished_at > moment - within,
+                ~told.exists(),
+            )
+            .order_by(agent_runs.c.id)
+            .limit(100)
+        )
+        async with self.store.read() as conn:
+            return [AgentRun.from_row(row) for row in (await conn.execute(query)).all()]
+
     async def active_for_schedule(self, schedule: str) -> int:
         query = select(func.count()).where(
             agent_runs.c.schedule == schedule,
@@ -442,6 +463,11 @@ class AgentRuns:
         for row in rows:
             summary.setdefault(row.agent, {})["last"] = AgentRun.from_row(row)
         return summary
+
+
+def end_key(run_id: int) -> str:
+    """The outbox key of a run's last word (see ``AgentRuns.ended_untold``)."""
+    return f"run:{run_id}:end"
 
 
 def progress_text(run: AgentRun, moment: datetime | None = None) -> str:

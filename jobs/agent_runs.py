@@ -26,7 +26,7 @@ from datetime import timedelta
 
 import dramatiq
 
-from bot.agent_runs import AgentRun, Beat, RunLost, RunState, progress_text
+from bot.agent_runs import AgentRun, Beat, RunLost, RunState, end_key, progress_text
 from bot.errors import BrokerError
 from bot.harness import HarnessFailed, Parked, RunContext
 from bot.run_endings import ended_how, settle_task
@@ -226,12 +226,7 @@ class Runner:
         if run is None:  # someone else moved it first (a cancel of a parked run, a takeover)
             return {"runs_lost": 1}
         await self._show(run, force=True)
-        if run.status is RunState.COMPLETED:
-            await self._say_once(run, run.result or "Done.", "end")
-        elif run.status.is_over:
-            await self._say_once(run, f"Run #{run.id} {ended_how(run)}: {run.error}", "end")
-        if run.task_id is not None:
-            await settle_task(self.platform.tasks, run)
+        await tell_end(self.platform, run)
         return {f"runs_{run.status.value}": 1, **run.effects}
 
     async def _step(self, what: str) -> None:
@@ -254,17 +249,6 @@ class Runner:
     async def _say(self, text: str, key: str) -> None:
         await self.platform.say(self.run.chat_id, text, key=key)
 
-    async def _say_once(self, run: AgentRun, text: str, what: str) -> None:
-        """The run's last word, as a reply to its progress message (a file when long)."""
-        outbox_id, new = await self.platform.outbox.put(
-            run.chat_id,
-            text,
-            idempotency_key=f"run:{run.id}:{what}",
-            reply_to_outbox=run.progress_outbox_id,
-        )
-        if new:
-            await self._deliver(outbox_id)
-
     async def _deliver(self, outbox_id: int) -> None:
         await self._enqueue("deliver", outbox_id)
 
@@ -273,6 +257,28 @@ class Runner:
             await self.platform.interactions.enqueue(actor, *args)
         except BrokerError:  # the sweeps catch up (outbox sweep, run sweep)
             logger.warning("broker down: %s%s waits for a sweep", actor, args)
+
+
+async def tell_end(platform, run: AgentRun) -> None:
+    """Settle the run's task, then tell the owner how it ended: its last word, as a reply to
+    its progress message. The last word's outbox key is the mark that both were done, so the
+    run sweep can finish the job for a worker that died right after the run ended."""
+    if run.task_id is not None:
+        await settle_task(platform.tasks, run)
+    if not run.status.is_over:
+        return
+    if run.status is RunState.COMPLETED:
+        text = run.result or "Done."
+    else:
+        text = f"Run #{run.id} {ended_how(run)}: {run.error}"
+    outbox_id, new = await platform.outbox.put(
+        run.chat_id, text, idempotency_key=end_key(run.id), reply_to_outbox=run.progress_outbox_id
+    )
+    if new:
+        try:
+            await platform.interactions.enqueue("deliver", outbox_id)
+        except BrokerError:
+            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
 
 
 async def _stop(work: asyncio.Task) -> None:
@@ -284,7 +290,8 @@ async def _stop(work: asyncio.Task) -> None:
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def sweep_runs(schedule: str = "") -> dict:
     """Enqueue again every run nobody is working on (a killed worker, a lost message), and
-    wake every run still parked on a card settled a while ago (a lost wake-up)."""
+    wake every run still parked on a card settled a while ago (a lost wake-up), and finish
+    telling the end of runs whose worker died right after they ended."""
     res = await resources()
     stale_after = timedelta(seconds=res.settings.run_heartbeat_timeout)
     adrift = await res.platform.runs.adrift(stale_after=stale_after, queued_for=stale_after)
@@ -293,4 +300,11 @@ async def sweep_runs(schedule: str = "") -> dict:
     asleep = await res.platform.runs.parked_on_settled_cards(settled_for=stale_after)
     for run_id, card in asleep:
         await asyncio.to_thread(run_agent.send, run_id, card)
-    return {"runs_taken_up": len(adrift), "parked_runs_woken": len(asleep)}
+    untold = await res.platform.runs.ended_untold(ended_for=stale_after)
+    for run in untold:
+        await tell_end(res.platform, run)
+    return {
+        "runs_taken_up": len(adrift),
+        "parked_runs_woken": len(asleep),
+        "run_ends_told": len(untold),
+    }

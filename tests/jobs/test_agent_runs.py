@@ -411,3 +411,27 @@ async def test_a_run_whose_wake_up_was_lost_is_woken_by_the_run_sweep(stack):
     done = await run_in(stack, run_id, RunState.COMPLETED)
     assert "was denied; nothing was done" in done["result"]
     assert await tool_runs(stack, "demo.write_file") == 0
+
+
+async def test_the_end_of_a_run_whose_worker_died_right_after_is_told_by_the_run_sweep(stack):
+    [receipt] = await stack.ask("Send the invoice")
+    task_id = int(re.match(r"Captured as task (\d+)", receipt["text"]).group(1))
+    runs = stack.services.platform.runs
+    run, _ = await runs.create(
+        "scribe", "invoice", OWNER_CHAT, origin=RunOrigin.TASK, deadline_seconds=60, task_id=task_id
+    )
+    held = await runs.claim(run.id, stale_after=timedelta(seconds=30))
+    await runs.finish(held, RunState.COMPLETED, effects={"tool_calls": 1}, result="Invoice sent.")
+    # The worker died here: nobody told the owner, nobody closed the task.
+    async with stack.store.write() as conn:
+        await conn.execute(
+            update(agent_runs)
+            .where(agent_runs.c.id == run.id)
+            .values(finished_at=datetime.now(UTC) - timedelta(minutes=5))
+        )
+    await stack.services.platform.interactions.enqueue("sweep_runs")
+    await message_with(stack, "^Invoice sent.$")
+    task = await eventually(lambda: stack.services.platform.tasks.get(task_id))
+    assert task.closed_as == "done"
+    # Told once: the next sweep finds nothing untold.
+    assert await runs.ended_untold(ended_for=timedelta(0)) == []
