@@ -155,7 +155,7 @@ async def test_a_run_whose_worker_is_killed_is_taken_over_and_says_everything_on
     second = await workers()
     # Until its heartbeat is stale the run is someone's; then the sweep takes it up, once.
     taken = await eventually(lambda: _taken_up(stack), timeout=20, every=HEARTBEAT_TIMEOUT / 4)
-    assert taken == {"runs_taken_up": 1, "parked_runs_woken": 0}
+    assert taken == {"runs_taken_up": 1, "parked_runs_woken": 0, "run_ends_told": 0}
 
     async def ended():
         row = await the_run(stack)
