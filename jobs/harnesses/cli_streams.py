@@ -29,6 +29,7 @@ The formats, as documented by each vendor and read from their sources:
 
 from __future__ import annotations
 
+import abc
 import json
 from typing import Any
 
@@ -36,7 +37,7 @@ STEP_CHARS = 80  # a progress step is one short line
 ERROR_CHARS = 500
 
 
-class StreamReader:
+class StreamReader(abc.ABC):
     """What one run's stream said so far. Subclasses read one CLI's events."""
 
     def __init__(self) -> None:
@@ -70,8 +71,9 @@ class StreamReader:
             self.malformed += 1
             return []
 
+    @abc.abstractmethod
     def event(self, event: dict[str, Any]) -> list[str]:
-        raise NotImplementedError
+        """The steps worth showing for one event of this CLI's stream."""
 
     def answer(self) -> str | None:
         """The run's result: the final result event, else the last assistant message."""

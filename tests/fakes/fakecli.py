@@ -19,6 +19,7 @@ and then behaves as the request says:
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import signal
@@ -28,33 +29,33 @@ import time
 from pathlib import Path
 
 
-class Fake:
+class Fake(abc.ABC):
     """One vendor's CLI: how it is started, and the events it prints."""
 
     name = ""
 
+    @abc.abstractmethod
     def check_args(self, argv: list[str]) -> str | None:
         """Why these arguments would not start the real CLI headless, or None."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def given(self, argv: list[str]) -> dict:
         """Instructions, model, MCP config and token, as this CLI would find them."""
-        raise NotImplementedError
 
-    def started(self) -> list[dict]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def started(self) -> list[dict]: ...
 
-    def tool_use(self, name: str, arguments: dict) -> list[dict]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def tool_use(self, name: str, arguments: dict) -> list[dict]: ...
 
-    def text(self, text: str) -> list[dict]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def text(self, text: str) -> list[dict]: ...
 
-    def finished(self, answer: str) -> list[dict]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def finished(self, answer: str) -> list[dict]: ...
 
-    def failed(self, message: str) -> list[dict]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def failed(self, message: str) -> list[dict]: ...
 
 
 def value_after(argv: list[str], flag: str) -> str | None:

@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy import func, select, update
 
 from bot.agent_runs import RunOrigin, RunState
-from bot.tables import agent_runs, audit_events, interactions
+from bot.tables import agent_runs, interactions
+from tests.helpers.runs import message_with, run_in, start, tap, tool_runs
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
 CONFIG = """\
@@ -64,54 +65,8 @@ async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
         yield running
 
 
-def buttons(message: dict) -> dict[str, str]:
-    rows = (message.get("reply_markup") or {}).get("inline_keyboard", [])
-    return {button["text"]: button["callback_data"] for row in rows for button in row}
-
-
-async def start(stack, text: str) -> tuple[int, dict]:
-    """Send a /run command; the run's number and its progress message."""
-    sent = await stack.send(text)
-    progress = await message_with(stack, r"^Run #\d+ · ", after=sent["message_id"])
-    return int(re.match(r"Run #(\d+)", progress["text"]).group(1)), progress
-
-
-async def run_in(stack, run_id: int, *states: RunState, timeout: float = 20) -> dict:
-    async def reached():
-        async with stack.store.read() as conn:
-            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
-        return row._mapping if row.status in states else None
-
-    return dict(await eventually(reached, timeout=timeout))
-
-
-async def message_with(stack, pattern: str, after: int = 0, timeout: float = 15) -> dict:
-    async def found():
-        for message in await stack.bot_messages(after=after):
-            if re.search(pattern, message["text"] or ""):
-                return message
-        return None
-
-    return await eventually(found, timeout=timeout)
-
-
 async def card_of(stack, run_id: int) -> dict:
     return await message_with(stack, r"Approval needed · card #\d+ · from scribe")
-
-
-async def tap(stack, message: dict, label: str) -> None:
-    data = buttons(message)[label]
-    tapped = await stack.emulator.tap(OWNER_CHAT, message["message_id"], data)
-    await eventually(lambda: stack.emulator.callback_answer(tapped["callback_query_id"]))
-
-
-async def tool_runs(stack, tool: str) -> int:
-    """How often ``tool`` ran: an allowed call, or a call that used its grant."""
-    async with stack.store.read() as conn:
-        query = select(func.count()).where(
-            audit_events.c.tool == tool, audit_events.c.event.in_(("allowed", "used"))
-        )
-        return (await conn.execute(query)).scalar_one()
 
 
 async def test_a_run_parks_on_its_card_and_continues_once_approved(stack):

@@ -24,6 +24,7 @@ from bot.delegation import fill
 from bot.tables import agent_runs, runs, tasks
 from bot.tasks import Closed, State, Task
 from bot.timeutil import now
+from tests.helpers.runs import buttons, message_with
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
 CONFIG = """\
@@ -111,11 +112,6 @@ async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
         yield running
 
 
-def buttons(message: dict) -> dict[str, str]:
-    rows = (message.get("reply_markup") or {}).get("inline_keyboard", [])
-    return {button["text"]: button["callback_data"] for row in rows for button in row}
-
-
 async def capture(stack, text: str, **options: Any) -> int:
     [receipt] = await stack.ask(text, **options)
     found = re.match(r"Captured as task (\d+):", receipt["text"])
@@ -187,16 +183,6 @@ async def settled(stack, task_id: int, check) -> Task:
         return task if check(task) else None
 
     return await eventually(reached, timeout=30)
-
-
-async def message_with(stack, pattern: str, after: int = 0) -> dict:
-    async def found():
-        for message in await stack.bot_messages(after=after):
-            if re.search(pattern, message["text"] or ""):
-                return message
-        return None
-
-    return await eventually(found, timeout=20)
 
 
 async def task_shown(stack, task_id: int) -> dict:

@@ -35,7 +35,8 @@ from jobs.harnesses.http import (
 )
 from policies.tools import Catalog, Effect, ToolSpec, object_schema
 from tests.helpers.fake_model import running_fake_model
-from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
+from tests.helpers.runs import buttons, run_in, tap, tool_runs
+from tests.helpers.stack import eventually, make_settings, running_stack
 
 KEY = "sk-fake-0123456789"
 CONFIG = """\
@@ -92,25 +93,11 @@ async def stack(stack_with, monkeypatch):
         yield running
 
 
-def buttons(message: dict) -> dict[str, str]:
-    rows = (message.get("reply_markup") or {}).get("inline_keyboard", [])
-    return {button["text"]: button["callback_data"] for row in rows for button in row}
-
-
 async def start(stack, text: str) -> tuple[int, dict]:
     [progress] = await stack.ask(text)
     found = re.match(r"Run #(\d+) · ", progress["text"])
     assert found, progress["text"]
     return int(found.group(1)), progress
-
-
-async def run_in(stack, run_id: int, *states: RunState, timeout: float = 20) -> dict:
-    async def reached():
-        async with stack.store.read() as conn:
-            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
-        return row._mapping if row.status in states else None
-
-    return dict(await eventually(reached, timeout=timeout))
 
 
 async def message_with(stack, pattern: str, timeout: float = 15) -> dict:
@@ -121,20 +108,6 @@ async def message_with(stack, pattern: str, timeout: float = 15) -> dict:
         return None
 
     return await eventually(found, timeout=timeout)
-
-
-async def tap(stack, message: dict, label: str) -> None:
-    tapped = await stack.emulator.tap(OWNER_CHAT, message["message_id"], buttons(message)[label])
-    await eventually(lambda: stack.emulator.callback_answer(tapped["callback_query_id"]))
-
-
-async def tool_runs(stack, tool: str) -> int:
-    """How often ``tool`` ran: an allowed call, or a call that used its grant."""
-    async with stack.store.read() as conn:
-        query = select(func.count()).where(
-            audit_events.c.tool == tool, audit_events.c.event.in_(("allowed", "used"))
-        )
-        return (await conn.execute(query)).scalar_one()
 
 
 async def ledger_rows(stack) -> list[tuple]:

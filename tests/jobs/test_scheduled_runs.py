@@ -26,6 +26,7 @@ from bot.schedules import Schedules
 from bot.tables import agent_runs, runs, schedules
 from bot.timeutil import now
 from jobs.enqueue import make_enqueue
+from tests.helpers.runs import buttons, message_with, tap
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
 AGENTS = """\
@@ -68,27 +69,6 @@ async def clock(stack):
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=10)
-
-
-def buttons(message: dict) -> dict[str, str]:
-    rows = (message.get("reply_markup") or {}).get("inline_keyboard", [])
-    return {button["text"]: button["callback_data"] for row in rows for button in row}
-
-
-async def tap(stack, message: dict, label: str) -> str:
-    tapped = await stack.emulator.tap(OWNER_CHAT, message["message_id"], buttons(message)[label])
-    answer = await eventually(lambda: stack.emulator.callback_answer(tapped["callback_query_id"]))
-    return answer.get("text") or ""
-
-
-async def message_with(stack, pattern: str, *, after: int = 0) -> dict:
-    async def found():
-        for message in await stack.bot_messages(after=after):
-            if re.search(pattern, message["text"] or ""):
-                return message
-        return None
-
-    return await eventually(found, timeout=20)
 
 
 async def command(stack, text: str, answer: str) -> dict:
