@@ -12,6 +12,7 @@ was parked, or whose worker died, continues where it stopped instead of starting
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,7 +20,6 @@ from typing import Any
 from sqlalchemy import String, and_, cast, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from bot.cards import clip
 from bot.interaction import OPEN
 from bot.outbox import Outbox
 from bot.store import Store
@@ -126,9 +126,10 @@ class RunRefused(ValueError):
 
 
 class AgentRuns:
-    def __init__(self, store: Store, outbox: Outbox) -> None:
+    def __init__(self, store: Store, outbox: Outbox, render: Callable[[AgentRun], str]) -> None:
         self.store = store
         self.outbox = outbox
+        self.render = render  # a run's message as it reads in chat (bot/run_views.py)
 
     async def create(
         self,
@@ -172,7 +173,7 @@ class AgentRuns:
                 run = AgentRun.from_row(
                     (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
                 )
-                outbox_id = await self.outbox.add(conn, chat_id, progress_text(run))
+                outbox_id = await self.outbox.add(conn, chat_id, self.render(run))
                 await conn.execute(
                     update(agent_runs)
                     .where(agent_runs.c.id == run_id)
@@ -468,36 +469,3 @@ class AgentRuns:
 def end_key(run_id: int) -> str:
     """The outbox key of a run's last word (see ``AgentRuns.ended_untold``)."""
     return f"run:{run_id}:end"
-
-
-def progress_text(run: AgentRun, moment: datetime | None = None) -> str:
-    """The run's one message, edited in place as it goes."""
-    moment = moment or now()
-    head = f"Run #{run.id} · {run.agent} · {run.status.value.replace('_', ' ')}"
-    lines = [head, f"Asked: {_clip(run.request, 300)}"]
-    if run.started_at is not None:
-        lines.append(f"Elapsed: {_duration(run.elapsed(moment))}")
-    if run.step and run.step != run.status.value:
-        lines.append(f"Step: {run.step}")
-    if run.status.is_over:
-        lines.append(f"Changed: {run.effects_text()}")
-        if run.error:
-            lines.append(f"Why: {_clip(run.error, 500)}")
-    elif run.status is RunState.PARKED:
-        lines.append(f"Waiting for you on card #{run.waiting_on}.")
-    elif run.status is not RunState.QUEUED:
-        lines.append("/cancel " + str(run.id) + " stops it.")
-    return "\n".join(lines)
-
-
-def _duration(elapsed: timedelta) -> str:
-    seconds = int(elapsed.total_seconds())
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
-
-
-def _clip(text: str, limit: int) -> str:
-    return clip(" ".join(text.split()), limit)

@@ -10,7 +10,7 @@ from typing import Any
 
 from bot import demo
 from bot.actions import Actions
-from bot.agent_runs import AgentRun, AgentRuns, RunOrigin, RunRefused, progress_text
+from bot.agent_runs import AgentRun, AgentRuns, RunOrigin, RunRefused
 from bot.agents import AgentProfile
 from bot.approvals import Approvals
 from bot.audit import Audit
@@ -22,6 +22,7 @@ from bot.ledger import Ledger
 from bot.live_config import LiveConfig
 from bot.notes import Notes
 from bot.outbox import Outbox
+from bot.run_views import progress_text
 from bot.settings import Settings
 from bot.store import Store
 from bot.tasks import Task, Tasks
@@ -169,6 +170,6 @@ class Platform:
             tasks,
             Notes(store),
             inbox,
-            AgentRuns(store, outbox),
+            AgentRuns(store, outbox, progress_text),
             ledger=Ledger(store, overall_per_day=settings.token_budget_per_day),
         )

@@ -1,13 +1,15 @@
-"""How runs and agents read in chat: ``/runs``, ``/agents``."""
+"""How runs and agents read in chat: a run's own message (edited in place as it goes),
+``/runs``, ``/agents``."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.agent_runs import AgentRun, RunState
 from bot.agents import AgentProfile
 from bot.cards import clip, visible
-from bot.timeutil import short_time
+from bot.timeutil import now, short_time
 
 
 def runs_view(runs: list[AgentRun]) -> str:
@@ -61,3 +63,36 @@ def agents_view(agents: dict[str, AgentProfile], activity: dict[str, dict[str, A
     if len(lines) == 1:
         lines.append("none declared")
     return "\n".join(lines)
+
+
+def progress_text(run: AgentRun, moment: datetime | None = None) -> str:
+    """The run's one message, edited in place as it goes."""
+    moment = moment or now()
+    head = f"Run #{run.id} · {run.agent} · {run.status.value.replace('_', ' ')}"
+    lines = [head, f"Asked: {_clip(run.request, 300)}"]
+    if run.started_at is not None:
+        lines.append(f"Elapsed: {_duration(run.elapsed(moment))}")
+    if run.step and run.step != run.status.value:
+        lines.append(f"Step: {run.step}")
+    if run.status.is_over:
+        lines.append(f"Changed: {run.effects_text()}")
+        if run.error:
+            lines.append(f"Why: {_clip(run.error, 500)}")
+    elif run.status is RunState.PARKED:
+        lines.append(f"Waiting for you on card #{run.waiting_on}.")
+    elif run.status is not RunState.QUEUED:
+        lines.append("/cancel " + str(run.id) + " stops it.")
+    return "\n".join(lines)
+
+
+def _duration(elapsed: timedelta) -> str:
+    seconds = int(elapsed.total_seconds())
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def _clip(text: str, limit: int) -> str:
+    return clip(" ".join(text.split()), limit)

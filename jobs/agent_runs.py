@@ -26,10 +26,11 @@ from datetime import timedelta
 
 import dramatiq
 
-from bot.agent_runs import AgentRun, Beat, RunLost, RunState, end_key, progress_text
+from bot.agent_runs import AgentRun, Beat, RunLost, RunState, end_key
 from bot.errors import BrokerError
 from bot.harness import HarnessFailed, Parked, RunContext
 from bot.run_endings import ended_how, settle_task
+from bot.run_views import progress_text
 from jobs import running
 from jobs.broker import require_broker
 from jobs.harnesses import harness_for

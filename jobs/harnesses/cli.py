@@ -46,6 +46,7 @@ from bot.harness import HarnessFailed, RunContext
 from bot.ledger import Ledger
 from jobs.harnesses.cli_process import CliProcess
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream, StreamReader
+from jobs.harnesses.opencode_project import refuse_widening_config
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ CODEX = CliSpec(
 # OPENCODE_CONFIG, so the rules go in OPENCODE_CONFIG_CONTENT, which beats it; but configs are
 # merged key by key, and a project's own permission keys or agents could still come after ours,
 # so a workdir whose project config touches permissions, tools, agents or plugins is refused
-# (_refuse_opencode_project_config). The token stays in the private file, not the environment.
+# (jobs/harnesses/opencode_project.py). The token stays in the private file, not the environment.
 OPENCODE_PERMISSION: dict[str, str] = {
     "*": "deny",
     "read": "allow",
@@ -222,76 +223,6 @@ OPENCODE_LOCKED = {
     "default_agent": "build",
     "agent": {name: {"permission": OPENCODE_PERMISSION} for name in ("build", "plan")},
 }
-# What a project config may not set (they could widen the rules above), and where OpenCode looks
-# for one: opencode.json(c) in the working directory and each directory up to the nearest git
-# root, and the same in .opencode/ directories, which also hold agents, plugins and tools.
-OPENCODE_WIDENING_KEYS = ("permission", "tools", "agent", "mode", "default_agent", "plugin")
-OPENCODE_CONFIG_NAMES = ("opencode.json", "opencode.jsonc")
-OPENCODE_WIDENING_DIRS = ("agent", "agents", "mode", "modes", "plugin", "plugins", "tool", "tools")
-
-
-def _refuse_opencode_project_config(workdir: Path) -> None:
-    """HarnessFailed if a project config OpenCode would read from ``workdir`` could widen what
-    its built-in tools may do; one that cannot be read is refused too (fail closed)."""
-    for folder in (workdir.resolve(), *workdir.resolve().parents):
-        for base in (folder, folder / ".opencode"):
-            for name in OPENCODE_CONFIG_NAMES:
-                path = base / name
-                if not path.is_file():
-                    continue
-                try:
-                    config = json.loads(_strip_jsonc(path.read_text(encoding="utf-8")))
-                except (OSError, UnicodeDecodeError, ValueError):
-                    config = None
-                if not isinstance(config, dict):
-                    raise HarnessFailed(
-                        f"OpenCode would read {path}, which aegis cannot parse, so it cannot "
-                        "tell whether it lets OpenCode's own tools write or run commands; "
-                        "refused."
-                    )
-                widening = sorted(key for key in OPENCODE_WIDENING_KEYS if key in config)
-                if widening:
-                    raise HarnessFailed(
-                        f"OpenCode would read {path}, which sets {', '.join(widening)}: that "
-                        "could let OpenCode's own tools write files or run commands outside "
-                        "aegis's gate; refused (remove those keys from it, or use another "
-                        "workdir)."
-                    )
-        dot = folder / ".opencode"
-        found = [name for name in OPENCODE_WIDENING_DIRS if (dot / name).exists()]
-        if found:
-            raise HarnessFailed(
-                f"OpenCode would load {', '.join(found)} from {dot}: that could give it tools "
-                "or permissions outside aegis's gate; refused."
-            )
-        if (folder / ".git").exists():
-            return  # OpenCode looks no further up than the project's git root
-
-
-def _strip_jsonc(text: str) -> str:
-    """JSON from JSONC: comments and trailing commas removed, strings left as they are."""
-    out: list[str] = []
-    index, length = 0, len(text)
-    while index < length:
-        char = text[index]
-        if char == '"':
-            end = index + 1
-            while end < length and text[end] != '"':
-                end += 2 if text[end] == "\\" else 1
-            out.append(text[index : end + 1])
-            index = end + 1
-        elif text.startswith("//", index):
-            newline = text.find("\n", index)
-            index = length if newline < 0 else newline
-        elif text.startswith("/*", index):
-            close = text.find("*/", index + 2)
-            index = length if close < 0 else close + 2
-        else:
-            out.append(char)
-            index += 1
-    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
-
-
 OPENCODE = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.OPENCODE],
     args=("run", "--format", "json"),
@@ -314,7 +245,7 @@ OPENCODE = CliSpec(
         "OPENCODE_CONFIG": "{config_file}",
         "OPENCODE_CONFIG_CONTENT": json.dumps(OPENCODE_LOCKED),
     },
-    preflight=_refuse_opencode_project_config,
+    preflight=refuse_widening_config,
 )
 
 CLIS: dict[HarnessKind, CliSpec] = {

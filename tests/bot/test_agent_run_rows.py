@@ -9,12 +9,13 @@ import pytest
 
 from bot.agent_runs import AgentRuns, Beat, RunLost, RunOrigin, RunState
 from bot.outbox import Outbox
+from bot.run_views import progress_text
 
 TAKEN_OVER_AT_ONCE = timedelta(seconds=-1)  # any heartbeat counts as stale
 
 
 async def a_run(store) -> tuple[AgentRuns, object]:
-    runs = AgentRuns(store, Outbox(store))
+    runs = AgentRuns(store, Outbox(store), progress_text)
     run, new = await runs.create(
         "scribe", "write it", 1, origin=RunOrigin.COMMAND, deadline_seconds=60
     )

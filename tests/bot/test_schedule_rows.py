@@ -13,6 +13,7 @@ from bot.agent_runs import AgentRuns, RunOrigin, RunState
 from bot.agents import ScheduleSpec
 from bot.live_config import LiveConfig
 from bot.outbox import Outbox
+from bot.run_views import progress_text
 from bot.schedules import BUILTIN_SCHEDULES, FILE_ACTOR, Schedule, Schedules
 from bot.tables import agent_runs, schedules
 from bot.timeutil import now
@@ -38,7 +39,7 @@ async def set_due(store, name: str, ago: timedelta = timedelta(seconds=1)) -> No
 
 
 async def start_run(store, schedule: str):
-    run, _ = await AgentRuns(store, Outbox(store)).create(
+    run, _ = await AgentRuns(store, Outbox(store), progress_text).create(
         "scout", "hello", 42, origin=RunOrigin.SCHEDULE, deadline_seconds=60, schedule=schedule
     )
     return run

@@ -39,10 +39,10 @@ from jobs.harnesses.cli import (
     CLIS,
     OPENCODE_PERMISSION,
     _command,
-    _refuse_opencode_project_config,
 )
 from jobs.harnesses.cli_process import CliProcess, _lines
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream
+from jobs.harnesses.opencode_project import refuse_widening_config
 from tests.helpers.stack import eventually, make_settings, running_stack
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
@@ -634,10 +634,10 @@ def test_a_project_opencode_config_that_could_widen_its_tools_is_refused(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     if refused is None:
-        _refuse_opencode_project_config(workdir)
+        refuse_widening_config(workdir)
         return
     with pytest.raises(HarnessFailed, match=re.escape(refused)) as failed:
-        _refuse_opencode_project_config(workdir)
+        refuse_widening_config(workdir)
     assert "refused" in str(failed.value)
 
 
@@ -645,10 +645,10 @@ def test_a_project_config_above_the_git_root_is_not_opencodes_to_read(tmp_path):
     workdir = tmp_path / "outer" / "repo"
     (workdir / ".git").mkdir(parents=True)
     (tmp_path / "outer" / "opencode.json").write_text('{"permission": "allow"}')
-    _refuse_opencode_project_config(workdir)
+    refuse_widening_config(workdir)
     (workdir / "opencode.json").write_text('{"permission": "allow"}')
     with pytest.raises(HarnessFailed, match="sets permission"):
-        _refuse_opencode_project_config(workdir)
+        refuse_widening_config(workdir)
 
 
 # A worker killed outright: its CLI must not outlive it.
