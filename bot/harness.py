@@ -81,6 +81,7 @@ class RunContext:
     async def call(self, tool: str, args: Any) -> Outcome:
         """Ask for a tool call through the gate; raises Parked when it waits for a card."""
         settled, self.settled = self.settled, None
+        self.state.pop("continued_from", None)  # the card answers this one call, no other
         if settled is not None and settled.outcome != CardOutcome.APPROVED:
             try:
                 same_call = settled.args_hash == approval_hash(self.agent.slug, tool, args)
