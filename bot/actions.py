@@ -23,7 +23,20 @@ from policies.decision import Allow, Deny, Gate, decide
 from policies.tools import Catalog
 
 logger = logging.getLogger(__name__)
-ToolFunction = Callable[[Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a tool runs for: the agent, the chat its owner reads, and its run (None when the
+    call comes from outside a run, such as an MCP client holding the agent's lasting token).
+    Tools read this, never their arguments, to know who asks."""
+
+    agent: str
+    chat_id: int
+    run_id: int | None = None
+
+
+ToolFunction = Callable[[Any, Caller], Awaitable[Any]]
 
 
 class Status(enum.StrEnum):
@@ -79,8 +92,10 @@ class Actions:
         args: Any,
         *,
         chat_id: int,
+        run_id: int | None = None,
         continuation: Continuation | None = None,
     ) -> Outcome:
+        caller = Caller(agent, chat_id, run_id)
         try:
             args_hash = approval_hash(agent, tool, args)
         except (TypeError, ValueError) as exc:
@@ -92,12 +107,11 @@ class Actions:
             await Audit(self.store).record(
                 AuditEvent.ALLOWED, decision.reason, agent=agent, tool=tool, args_hash=args_hash
             )
-            return await self._run(agent, tool, args, args_hash, None)
-        return await self._gated(agent, tool, args, args_hash, decision, chat_id, continuation)
+            return await self._run(caller, tool, args, args_hash, None)
+        return await self._gated(caller, tool, args, args_hash, decision, continuation)
 
-    async def _gated(
-        self, agent, tool, args, args_hash, decision: Gate, chat_id, continuation
-    ) -> Outcome:
+    async def _gated(self, caller, tool, args, args_hash, decision: Gate, continuation) -> Outcome:
+        agent, chat_id = caller.agent, caller.chat_id
         effects = Effects()
         # The lookup is a read; only a call that finds a grant pays for the write that uses it.
         may_have_grant = await self.approvals.has_live_grant(args_hash)
@@ -123,7 +137,7 @@ class Actions:
                 )
         await self.interactions.announce(effects)
         if granted_by_card is not None:
-            return await self._run(agent, tool, args, args_hash, granted_by_card)
+            return await self._run(caller, tool, args, args_hash, granted_by_card)
         return Outcome(Status.GATED, _retry_advice(waiting, decision), interaction_id=waiting.id)
 
     async def _waiting_card(
@@ -160,14 +174,15 @@ class Actions:
         )
         return waiting
 
-    async def _run(self, agent, tool, args, args_hash, interaction_id) -> Outcome:
+    async def _run(self, caller: Caller, tool, args, args_hash, interaction_id) -> Outcome:
+        agent = caller.agent
         function = self.toolbox.get(tool)
         if function is None:
             reason = f"{tool} is declared but nothing in this process implements it"
             await self._record_failure(agent, tool, args_hash, interaction_id, reason)
             return Outcome(Status.FAILED, reason, interaction_id=interaction_id)
         try:
-            result = await function(args)
+            result = await function(args, caller)
         except Exception as exc:
             logger.exception("tool %s failed for %s", tool, agent)
             reason = f"{tool} failed: {type(exc).__name__}: {exc}"

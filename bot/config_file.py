@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from bot import demo
+from bot import demo, platform_tools
 from bot.agents import AgentProfile, ScheduleSpec
 from bot.config_agents import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import PolicyConfigError
@@ -53,7 +53,7 @@ def load_catalog(path: Path | None) -> Catalog:
 
 def load_config(path: Path | None) -> Config:
     """The whole file, checked: tools, agents and triage rules."""
-    catalog = Catalog(demo.TOOLS, demo.AGENTS)
+    catalog = Catalog((*demo.TOOLS, *platform_tools.TOOLS), demo.AGENTS)
     agents = {agent.slug: agent for agent in demo.PROFILES}
     if path is None or not path.exists():
         return Config(catalog, agents=agents)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.actions import Caller
 from bot.agents import AgentProfile, HarnessKind, ScriptStep
 from bot.timeutil import now
 from policies.tools import AgentSpec, Effect, ToolSpec, object_schema
@@ -91,10 +92,10 @@ def steps(run: str) -> tuple[Step, ...]:
 def toolbox(data_dir: Path) -> dict:
     folder = data_dir / "demo"
 
-    async def read_clock(args: dict) -> str:
+    async def read_clock(args: dict, caller: Caller) -> str:
         return f"the server clock says {now().isoformat(timespec='seconds')}"
 
-    async def write_file(args: dict) -> str:
+    async def write_file(args: dict, caller: Caller) -> str:
         def write() -> None:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / args["name"]).write_text(args["text"])
@@ -102,7 +103,7 @@ def toolbox(data_dir: Path) -> dict:
         await asyncio.to_thread(write)
         return f"wrote {len(args['text'])} characters to {args['name']}"
 
-    async def delete_file(args: dict) -> str:
+    async def delete_file(args: dict, caller: Caller) -> str:
         path = folder / args["name"]
         existed = await asyncio.to_thread(path.exists)
         await asyncio.to_thread(path.unlink, missing_ok=True)

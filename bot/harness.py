@@ -100,6 +100,7 @@ class RunContext:
             tool,
             args,
             chat_id=self.run.chat_id,
+            run_id=self.run.id,
             continuation=Continuation(CONTINUE_ACTOR, {"run_id": self.run.id}),
         )
         if outcome.status is Status.GATED:

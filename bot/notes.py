@@ -20,6 +20,7 @@ class NoteKind(enum.StrEnum):
     REFERENCE = "reference"  # filed from a task
     AGENT = "agent"  # a reply to an agent's card, for its later runs
     COMMENT = "comment"  # said about a task (by an agent's run, or the sweep)
+    MEMO = "memo"  # kept by an agent itself (notes.add), found by notes.search
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from bot import demo
+from bot import demo, platform_tools
 from bot.actions import Actions
 from bot.agent_runs import AgentRun, AgentRuns, RunOrigin, RunRefused
 from bot.agents import AgentProfile
@@ -55,6 +55,7 @@ class Platform:
     inbox: Inbox
     runs: AgentRuns
     ledger: Ledger | None = None  # model calls and token budgets (bot/ledger.py)
+    settings: Settings | None = None
 
     @property
     def catalog(self) -> Catalog:
@@ -154,13 +155,14 @@ class Platform:
         approvals = Approvals(store)
         interactions = Interactions(store, outbox, signer, enqueue)
         config = LiveConfig(settings.config_file)
+        # The platform's own tools work on the platform, which is built last (below).
         toolbox = demo.toolbox(settings.data_dir)
         actions = Actions(lambda: config.current().catalog, toolbox, interactions, approvals)
         tasks = Tasks(store)
         # The triage chain: the file's rules; a model-based triager goes after them.
         triagers = [FileRules(config)]
         inbox = Inbox(store, tasks, interactions, triagers)
-        return cls(
+        platform = cls(
             outbox,
             Audit(store),
             approvals,
@@ -172,4 +174,7 @@ class Platform:
             inbox,
             AgentRuns(store, outbox, progress_text),
             ledger=Ledger(store, overall_per_day=settings.token_budget_per_day),
+            settings=settings,
         )
+        toolbox.update(platform_tools.toolbox(platform))
+        return platform

@@ -217,6 +217,36 @@ class Tasks:
             row = (await conn.execute(_locked(is_this))).one()
             return await self._seen_before(conn, Task.from_row(row), capture)
 
+    async def create(
+        self,
+        title: str,
+        body: str,
+        *,
+        by_agent: str,
+        state: State = State.INBOX,
+        labels: tuple[str, ...] = (),
+    ) -> Task:
+        """A task an agent writes down (not a captured message): its origin is the agent."""
+        moment = now()
+        title = Capture.title_of(title) or Capture.title_of(body) or "untitled"
+        values = {
+            "title": title,
+            "body": body,
+            "search_text": _search_text(title, body, (), by_agent),
+            "state": state,
+            "labels": _merged_labels(None, labels, ()),
+            "attachments": [],
+            "origin_kind": "agent",
+            "origin_name": by_agent,
+            "created_at": moment,
+            "updated_at": moment,
+        }
+        if state is not State.INBOX:
+            values.update(triaged_at=moment, triaged_by=f"agent {by_agent}"[:120])
+        async with self.store.write() as conn:
+            row = (await conn.execute(insert(tasks).values(**values).returning(tasks))).one()
+        return Task.from_row(row)
+
     async def _seen_before(self, conn: AsyncConnection, task: Task, capture: Capture) -> Captured:
         if capture.album is None or capture.message_id == task.message_id:
             return Captured(task, new=False)
@@ -446,9 +476,9 @@ def group_by_label(page: list[Task]) -> dict[str, list[Task]]:
     return dict(sorted(groups.items(), key=lambda item: (item[0] == NO_LABEL, item[0])))
 
 
-def _merged_labels(task: Task, add, remove) -> list[str]:
+def _merged_labels(task: Task | None, add, remove) -> list[str]:
     """The task's labels without ``remove`` and with ``add`` (each once, in order)."""
-    labels = [label for label in task.labels if label not in remove]
+    labels = [label for label in (task.labels if task else ()) if label not in remove]
     labels += [label for label in dict.fromkeys(add) if label not in labels]
     if len(labels) > MAX_LABELS:
         raise TaskRefused(f"A task has at most {MAX_LABELS} labels.")

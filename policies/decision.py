@@ -63,7 +63,7 @@ def undeclared_tool(call: Call) -> Decision | None:
 
 
 def not_granted(call: Call) -> Decision | None:
-    if call.name not in call.agent.tools:
+    if not call.agent.grants(call.name):
         return Deny(f"{call.slug} is not granted {call.name}")
     return None
 
@@ -87,6 +87,12 @@ def read_only(call: Call) -> Decision | None:
     return None
 
 
+def talks(call: Call) -> Decision | None:
+    if call.tool.effect is Effect.TALK:
+        return Allow(f"{call.name} only speaks inside aegis")
+    return None
+
+
 def irreversible(call: Call) -> Decision | None:
     if call.tool.effect is Effect.IRREVERSIBLE:
         return Gate(f"{call.name} cannot be undone", step_up=True)
@@ -106,6 +112,7 @@ RULES: Sequence[Rule] = (
     bad_arguments,
     asked_by_peer,
     read_only,
+    talks,
     irreversible,
     writes,
 )

@@ -22,6 +22,7 @@ from bot.errors import PolicyConfigError
 
 class Effect(enum.StrEnum):
     READ = "read"
+    TALK = "talk"  # speaks inside aegis only: asks the owner a question, writes to an agent
     WRITE = "write"
     IRREVERSIBLE = "irreversible"
 
@@ -99,12 +100,31 @@ def _references(node: Any):
 @dataclass(frozen=True)
 class AgentSpec:
     """An agent as the gate sees it: its slug, the tools it is granted, and whether it acts
-    for a federated peer (everything a peer asks for needs a TOTP code)."""
+    for a federated peer (everything a peer asks for needs a TOTP code).
+
+    A grant ending in ``.*`` grants every tool under that prefix (``tasks.*``: ``tasks.list``,
+    ``tasks.create`` …); granting is not allowing, so each call still goes through the gate.
+    """
 
     slug: str
     tools: frozenset[str]
     name: str = ""
     peer: bool = False
+
+    def grants(self, tool: str) -> bool:
+        if tool in self.tools:
+            return True
+        return any(
+            grant.endswith(".*") and tool.startswith(grant[:-1]) and len(tool) > len(grant) - 1
+            for grant in self.tools
+        )
+
+    def granted_in(self, catalog: Catalog) -> list[str]:
+        """The tools this agent may ask for: its plain grants, and every declared tool a
+        pattern of it covers."""
+        named = {grant for grant in self.tools if not grant.endswith(".*")}
+        covered = {name for name in catalog.tools if self.grants(name)}
+        return sorted(named | covered)
 
 
 def object_schema(properties: Mapping[str, Any] | None = None, *required: str) -> dict:

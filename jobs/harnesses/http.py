@@ -14,10 +14,8 @@ when the run's deadline is nearer), and a run takes at most ``max_turns`` model 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,32 +23,15 @@ from typing import Any
 
 import aiohttp
 
-from bot.actions import Outcome, Status
 from bot.agents import AgentProfile, Provider
 from bot.harness import HarnessFailed, RunContext
 from bot.ledger import OK, Ledger, provider_label
+from bot.tool_offer import NameClash, offered, tool_text
 from jobs.resources import resources
-from policies.tools import Catalog, Effect
+from policies.tools import AgentSpec, Catalog
 
 MAX_TURNS = 12
 CALL_CEILING = 60.0  # seconds; design rule 6: every model call has its own hard ceiling
-RESULT_CAP = 16_000  # characters of one tool result the model reads
-WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # what OpenAI accepts as a function name
-PLAIN_NAME = re.compile(r"^[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\Z")
-
-
-def wire_name(tool: str) -> str:
-    """The name ``tool`` is offered to the model under, one to one.
-
-    A plain dotted name reads the same with dashes (``demo.read_clock`` is
-    ``demo-read_clock``); such a name never holds two dashes in a row. Any other name (a dash,
-    a space, too long) becomes ``t--<its letters>-<hash>``, which does, so the two kinds never
-    meet; the tool's description carries its real name.
-    """
-    if PLAIN_NAME.match(tool) and len(tool) <= 64:
-        return tool.replace(".", "-")
-    letters = re.sub(r"[^A-Za-z0-9_]+", "_", tool)[:30]
-    return f"t--{letters}-{hashlib.sha256(tool.encode()).hexdigest()[:24]}"
 
 
 @dataclass(frozen=True)
@@ -62,21 +43,19 @@ class Offer:
 
     @classmethod
     def of(cls, agent: AgentProfile, catalog: Catalog) -> Offer:
-        tools, by_wire = [], {}
-        for tool in sorted(agent.tools):
-            wire = wire_name(tool)
-            if by_wire.setdefault(wire, tool) != tool:  # fail closed: never guess which one
-                raise HarnessFailed(f"{tool} and {by_wire[wire]} cannot be told apart by name")
-            spec = catalog.tool(tool)
-            schema = dict(spec.schema) if spec else {"type": "object"}
-            about = spec.description if spec and spec.description else tool
-            if wire != tool:
-                about = f"{tool}: {about}"
-            if spec is None or spec.effect is not Effect.READ:
-                about += " (each call waits for the owner's approval)"
-            function = {"name": wire, "description": about, "parameters": schema}
-            tools.append({"type": "function", "function": function})
-        return cls(tools, by_wire)
+        granted = AgentSpec(agent.slug, agent.tools).granted_in(catalog)
+        try:
+            tools = offered(granted, catalog)
+        except NameClash as exc:  # fail closed: never guess which one
+            raise HarnessFailed(str(exc)) from None
+        functions = [
+            {
+                "type": "function",
+                "function": {"name": t.wire, "description": t.description, "parameters": t.schema},
+            }
+            for t in tools
+        ]
+        return cls(functions, {t.wire: t.name for t in tools})
 
 
 @dataclass
@@ -209,23 +188,6 @@ class HttpHarness:
             return "Error: the arguments must be a JSON object. Nothing was done."
         await _progress(ctx, f"running {tool}")
         return tool_text(await ctx.call(tool, args))  # Parked goes up: the runner parks
-
-
-def tool_text(outcome: Outcome) -> str:
-    if outcome.status is Status.RAN:
-        result = outcome.result
-        text = result if isinstance(result, str) else json.dumps(result, default=str)
-        return capped(text)
-    if outcome.status is Status.DENIED:
-        return f"Refused: {outcome.reason}. Nothing was done."
-    return f"Failed: {outcome.reason}"
-
-
-def capped(text: str, limit: int = RESULT_CAP) -> str:
-    """Design rule 7: what survives the cap is the payload itself, with a note of the cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[… {len(text) - limit:,} more characters cut]"
 
 
 def parse_completion(raw: bytes, *, first_id: int = 0) -> Turn:

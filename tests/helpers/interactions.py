@@ -170,7 +170,7 @@ class Toolbox(dict):
             self[name] = self._tool(name, fails=name in failing)
 
     def _tool(self, name: str, *, fails: bool):
-        async def tool(args: Any) -> str:
+        async def tool(args: Any, caller: Any) -> str:
             self.calls.append((name, args))
             if fails:
                 raise RuntimeError(f"{name} broke")

@@ -22,16 +22,13 @@ from bot.agents import AgentProfile, HarnessKind
 from bot.harness import HarnessFailed
 from bot.ledger import Ledger
 from bot.tables import agent_runs, audit_events, interactions, model_calls
+from bot.tool_offer import WIRE_NAME, capped, tool_text, wire_name
 from jobs.harnesses import http as http_harness
 from jobs.harnesses.http import (
     MAX_TURNS,
-    WIRE_NAME,
     Offer,
     ProviderFailed,
-    capped,
     parse_completion,
-    tool_text,
-    wire_name,
 )
 from policies.tools import Catalog, Effect, ToolSpec, object_schema
 from tests.helpers.fake_model import running_fake_model
@@ -480,9 +477,9 @@ def test_a_long_tool_result_keeps_its_payload_and_says_what_was_cut():
 
 
 def test_an_offer_refuses_two_tools_it_cannot_tell_apart(monkeypatch):
-    import jobs.harnesses.http as http
+    import bot.tool_offer
 
-    monkeypatch.setattr(http, "wire_name", lambda tool: "same")
+    monkeypatch.setattr(bot.tool_offer, "wire_name", lambda tool: "same")
     agent = AgentProfile("x", "X", HarnessKind.HTTP, tools=frozenset({"a", "b"}))
     with pytest.raises(HarnessFailed, match="cannot be told apart"):
         Offer.of(agent, Catalog())

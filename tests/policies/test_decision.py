@@ -20,6 +20,7 @@ from policies.decision import (
     irreversible,
     not_granted,
     read_only,
+    talks,
     undeclared_tool,
     unknown_agent,
     writes,
@@ -208,6 +209,7 @@ def test_the_default_rules_are_the_declared_order():
         bad_arguments,
         asked_by_peer,
         read_only,
+        talks,
         irreversible,
         writes,
     )
@@ -216,6 +218,33 @@ def test_the_default_rules_are_the_declared_order():
 def test_passing_the_default_rules_explicitly_changes_nothing():
     for tool in ("site.look", "site.edit", "site.deploy", "ghost.tool"):
         assert decide(CATALOG, "ops", tool, GOOD, rules=RULES) == decide(CATALOG, "ops", tool, GOOD)
+
+
+def test_talking_inside_aegis_is_allowed_but_not_for_a_peer():
+    ask = ToolSpec("owner.ask", Effect.TALK, object_schema())
+    me = AgentSpec("me", frozenset({"owner.ask"}))
+    far = AgentSpec("far", frozenset({"owner.ask"}), peer=True)
+    catalog = Catalog((ask,), (me, far))
+    assert isinstance(decide(catalog, "me", "owner.ask", {}), Allow)
+    assert decide(catalog, "far", "owner.ask", {}) == Gate(
+        "far acts for a federated peer; its requests need a code", True
+    )
+
+
+def test_a_pattern_grants_every_tool_under_its_prefix_and_nothing_beside_it():
+    agent = AgentSpec("ops", frozenset({"site.*", "notes.read"}))
+    assert agent.grants("site.look") and agent.grants("site.deploy.now")
+    assert agent.grants("notes.read")
+    assert not agent.grants("site") and not agent.grants("site.") and not agent.grants("sites.x")
+    assert not agent.grants("notes.write")
+    catalog = Catalog((*TOOLS, ToolSpec("other.x", Effect.READ, REF)), (agent,))
+    assert agent.granted_in(catalog) == ["notes.read", "site.deploy", "site.edit", "site.look"]
+    # Granting is not allowing: each call still meets the gate.
+    assert isinstance(decide(catalog, "ops", "site.edit", GOOD), Gate)
+    assert decide(catalog, "ops", "site.ghost", GOOD) == Gate(
+        "no one declared the tool 'site.ghost', so its effect is unknown", True
+    )
+    assert isinstance(decide(catalog, "ops", "other.x", GOOD), Deny)
 
 
 # Properties
@@ -327,7 +356,7 @@ def test_an_agent_is_no_peer_unless_it_says_so():
 
 
 def test_effects_are_spelled_as_in_aegis_yaml():
-    assert [effect.value for effect in Effect] == ["read", "write", "irreversible"]
+    assert [effect.value for effect in Effect] == ["read", "talk", "write", "irreversible"]
     assert Effect("irreversible") is Effect.IRREVERSIBLE
 
 

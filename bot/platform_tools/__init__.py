@@ -1,0 +1,27 @@
+"""The platform's own tools, as agents reach them (over MCP, or from a run's harness).
+
+Each module declares its tools (``TOOLS``: name, effect, argument schema, description) and
+builds their functions over the platform (``toolbox(platform)``); every call comes through the
+gate (bot/actions.py), which knows nothing of what a tool does beyond its declared effect.
+A tool reads who asks from its ``Caller``, never from its arguments.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.platform_tools import conversation, records, workdir
+
+if TYPE_CHECKING:
+    from bot.actions import ToolFunction
+    from bot.platform import Platform
+
+MODULES = (records, conversation, workdir)
+TOOLS = tuple(tool for module in MODULES for tool in module.TOOLS)
+
+
+def toolbox(platform: Platform) -> dict[str, ToolFunction]:
+    functions: dict[str, ToolFunction] = {}
+    for module in MODULES:
+        functions.update(module.toolbox(platform))
+    return functions

@@ -1,0 +1,283 @@
+"""The owner's records as agents read and change them: tasks, notes, and runs.
+
+Reads (``tasks.list``, ``tasks.get``, ``notes.search``, ``runs.list``, ``runs.status``) answer at
+once; every change (``tasks.create``, ``tasks.update``, ``tasks.comment``, ``tasks.complete``,
+``notes.add``) is a write, so it waits for the owner's tap. Each answer is plain JSON with only
+what an agent needs, and a list says how many there are beyond what it shows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bot.notes import NoteKind, add_note
+from bot.tasks import Closed, State, Task, TaskRefused, parse_label
+from policies.tools import Effect, ToolSpec, object_schema
+
+if TYPE_CHECKING:
+    from bot.actions import Caller, ToolFunction
+    from bot.platform import Platform
+
+TASK_ID = {"type": "integer", "minimum": 1}
+TEXT = {"type": "string", "minLength": 1, "maxLength": 20_000}
+LABELS = {"type": "array", "items": {"type": "string", "maxLength": 32}, "maxItems": 10}
+OPEN_STATES = [State.INBOX, State.NEXT, State.SOMEDAY, State.WAITING]
+LIMIT = {"type": "integer", "minimum": 1, "maximum": 50}
+
+TOOLS = (
+    ToolSpec(
+        "tasks.list",
+        Effect.READ,
+        object_schema(
+            {
+                "state": {"enum": [*OPEN_STATES, State.REFERENCE]},
+                "query": {"type": "string", "maxLength": 200},
+                "page": {"type": "integer", "minimum": 0, "maximum": 1000},
+                "limit": LIMIT,
+            }
+        ),
+        "List open tasks in one state (default @next), or find tasks by words (query).",
+    ),
+    ToolSpec(
+        "tasks.get",
+        Effect.READ,
+        object_schema({"id": TASK_ID}, "id"),
+        "One task in full, with its latest comments.",
+    ),
+    ToolSpec(
+        "tasks.create",
+        Effect.WRITE,
+        object_schema(
+            {
+                "title": {"type": "string", "maxLength": 200},
+                "body": {"type": "string", "maxLength": 20_000},
+                "state": {"enum": OPEN_STATES},
+                "labels": LABELS,
+            },
+            "title",
+        ),
+        "Write down a new task (in the inbox unless a state is given).",
+    ),
+    ToolSpec(
+        "tasks.update",
+        Effect.WRITE,
+        object_schema(
+            {
+                "id": TASK_ID,
+                "state": {"enum": [*OPEN_STATES[1:], State.REFERENCE]},
+                "add_labels": LABELS,
+                "remove_labels": LABELS,
+                "assignee": {"type": ["string", "null"], "maxLength": 100},
+            },
+            "id",
+        ),
+        "Move an open task to another state, change its labels or its assignee.",
+    ),
+    ToolSpec(
+        "tasks.comment",
+        Effect.WRITE,
+        object_schema({"id": TASK_ID, "text": TEXT}, "id", "text"),
+        "Add a comment to a task.",
+    ),
+    ToolSpec(
+        "tasks.complete",
+        Effect.WRITE,
+        object_schema({"id": TASK_ID, "comment": {"type": "string", "maxLength": 20_000}}, "id"),
+        "Close a task as done, with an optional last comment.",
+    ),
+    ToolSpec(
+        "notes.search",
+        Effect.READ,
+        object_schema({"query": {"type": "string", "maxLength": 200}, "limit": LIMIT}, "query"),
+        "Find notes holding every word of the query, newest first.",
+    ),
+    ToolSpec(
+        "notes.add",
+        Effect.WRITE,
+        object_schema({"text": TEXT, "task_id": TASK_ID}, "text"),
+        "Keep a note (searchable later), optionally about a task.",
+    ),
+    ToolSpec(
+        "runs.list",
+        Effect.READ,
+        object_schema({"agent": {"type": "string", "maxLength": 100}, "limit": LIMIT}),
+        "The latest agent runs, newest first (of one agent when given).",
+    ),
+    ToolSpec(
+        "runs.status",
+        Effect.READ,
+        object_schema({"id": {"type": "integer", "minimum": 1}}, "id"),
+        "One run: its state, step, what it changed, and its result or error.",
+    ),
+)
+
+
+def task_summary(task: Task) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "title": task.title,
+        "state": task.describe_state(),
+        "labels": list(task.labels),
+        "assignee": task.assignee,
+    }
+
+
+def task_detail(task: Task, comments: list[str]) -> dict[str, Any]:
+    return {
+        **task_summary(task),
+        "body": task.body,
+        "origin": {"kind": task.origin_kind, "name": task.origin_name, "link": task.origin_link},
+        "created_at": task.created_at.isoformat(timespec="seconds"),
+        "updated_at": task.updated_at.isoformat(timespec="seconds"),
+        "closed": task.closed_as.value if task.closed_as else None,
+        "comments": comments,
+    }
+
+
+def _labels(raw: list[str]) -> list[str]:
+    try:
+        return [parse_label(label) for label in raw]
+    except TaskRefused as exc:
+        raise ToolRefused(str(exc)) from None
+
+
+class ToolRefused(ValueError):
+    """A call the tool cannot carry out; the message says why, and nothing was changed."""
+
+
+def toolbox(platform: Platform) -> dict[str, ToolFunction]:
+    tasks, notes, runs = platform.tasks, platform.notes, platform.runs
+
+    async def list_tasks(args: dict, caller: Caller) -> dict:
+        limit, page = args.get("limit", 20), args.get("page", 0)
+        if "query" in args:
+            found = await tasks.find(args["query"], page=page, size=limit)
+        else:
+            found = await tasks.in_state(
+                State(args.get("state", State.NEXT)), page=page, size=limit
+            )
+        return {
+            "tasks": [task_summary(task) for task in found.tasks],
+            "total": found.shown_total(),
+            "page": page,
+            "more": found.has_next,
+        }
+
+    async def get_task(args: dict, caller: Caller) -> dict:
+        task = await tasks.get(args["id"])
+        if task is None:
+            raise ToolRefused(f"there is no task {args['id']}")
+        return task_detail(task, await tasks.comments(task.id, limit=20))
+
+    async def create_task(args: dict, caller: Caller) -> dict:
+        task = await tasks.create(
+            args["title"],
+            args.get("body", ""),
+            by_agent=caller.agent,
+            state=State(args.get("state", State.INBOX)),
+            labels=tuple(_labels(args.get("labels", []))),
+        )
+        return task_summary(task)
+
+    async def update_task(args: dict, caller: Caller) -> dict:
+        task_id = args["id"]
+        try:
+            if "state" in args:
+                await tasks.move(task_id, State(args["state"]), f"agent {caller.agent}")
+            if args.get("add_labels") or args.get("remove_labels"):
+                add, remove = _labels(args.get("add_labels", [])), args.get("remove_labels", [])
+                await tasks.relabel(task_id, add, remove)
+            if "assignee" in args:
+                assignee = args["assignee"]
+                if assignee is not None and assignee not in platform.catalog.agents:
+                    raise ToolRefused(f"no agent is called {assignee!r}")
+                await tasks.assign(task_id, assignee)
+        except TaskRefused as exc:
+            raise ToolRefused(str(exc)) from None
+        task = await tasks.get(task_id)
+        if task is None:
+            raise ToolRefused(f"there is no task {task_id}")
+        return task_summary(task)
+
+    async def comment_task(args: dict, caller: Caller) -> dict:
+        task = await tasks.get(args["id"])
+        if task is None:
+            raise ToolRefused(f"there is no task {args['id']}")
+        note_id = await tasks.comment(task.id, args["text"], agent=caller.agent)
+        return {"task": task.id, "comment": note_id}
+
+    async def complete_task(args: dict, caller: Caller) -> dict:
+        try:
+            task = await tasks.close(args["id"], Closed.DONE)
+        except TaskRefused as exc:
+            raise ToolRefused(str(exc)) from None
+        if args.get("comment"):
+            await tasks.comment(task.id, args["comment"], agent=caller.agent)
+        return task_summary(task)
+
+    async def search_notes(args: dict, caller: Caller) -> dict:
+        found, total = await notes.search(args["query"], limit=args.get("limit", 10))
+        return {
+            "notes": [
+                {
+                    "id": note.id,
+                    "kind": note.kind.value,
+                    "text": note.text,
+                    "agent": note.agent,
+                    "task": note.task_id,
+                    "created_at": note.created_at.isoformat(timespec="seconds"),
+                }
+                for note in found
+            ],
+            "total": total,
+        }
+
+    async def add_a_note(args: dict, caller: Caller) -> dict:
+        task_id = args.get("task_id")
+        if task_id is not None and await tasks.get(task_id) is None:
+            raise ToolRefused(f"there is no task {task_id}")
+        async with notes.store.write() as conn:
+            note_id = await add_note(
+                conn, NoteKind.MEMO, args["text"], agent=caller.agent, task_id=task_id
+            )
+        return {"note": note_id}
+
+    async def list_runs(args: dict, caller: Caller) -> dict:
+        found = await runs.recent(limit=args.get("limit", 10), agent=args.get("agent"))
+        return {"runs": [_run_summary(run) for run in found]}
+
+    async def run_status(args: dict, caller: Caller) -> dict:
+        run = await runs.get(args["id"])
+        if run is None:
+            raise ToolRefused(f"there is no run {args['id']}")
+        return {
+            **_run_summary(run),
+            "request": run.request,
+            "effects": run.effects,
+            "result": run.result,
+            "error": run.error,
+        }
+
+    return {
+        "tasks.list": list_tasks,
+        "tasks.get": get_task,
+        "tasks.create": create_task,
+        "tasks.update": update_task,
+        "tasks.comment": comment_task,
+        "tasks.complete": complete_task,
+        "notes.search": search_notes,
+        "notes.add": add_a_note,
+        "runs.list": list_runs,
+        "runs.status": run_status,
+    }
+
+
+def _run_summary(run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "agent": run.agent,
+        "state": run.status.value,
+        "step": run.step,
+        "created_at": run.created_at.isoformat(timespec="seconds"),
+        "task": run.task_id,
+    }
