@@ -4,6 +4,7 @@ with no bot token, the built-in Bot API emulator and its chat page under ``/emul
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -16,9 +17,13 @@ from dramatiq.brokers.redis import RedisBroker
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 
+from aegis.mcp_server import MCP_PATH, Tools
+from aegis.mcp_server import serving as mcp_serving
 from aegis.runtime import make_queue_depths, open_store
+from bot.agent_tokens import AgentTokens
 from bot.errors import StoreError, TransportError
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
+from bot.held_calls import HeldCalls
 from bot.owners import Owners
 from bot.platform import Platform
 from bot.runs import Runs
@@ -28,7 +33,7 @@ from bot.timeutil import now
 from bot.updates import UpdateLog
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
 from handlers.application import BOT_COMMANDS, build_application
-from handlers.botapi import EMULATOR_PREFIX, bot_token, emulator_key, make_bot
+from handlers.botapi import EMULATOR_PREFIX, bot_token, emulator_key, make_bot, owner_chats
 from handlers.intake import Intake
 from handlers.services import Services
 from jobs.enqueue import make_enqueue
@@ -50,6 +55,7 @@ class WebContext:
     services: Services | None = None
     intake: Intake | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    mcp: bool = False  # the MCP server is listening
     background: set[asyncio.Task] = field(default_factory=set)
 
 
@@ -101,13 +107,35 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
         _supervised(_run_telegram(context, application, bot, stop)),
         _supervised(_beat(Heartbeats(store), "web", stop)),
     ]
-    yield
-    stop.set()
-    await _finish(tasks + list(context.background))
+    async with contextlib.AsyncExitStack() as stack:
+        context.mcp = await _start_mcp(stack, settings, services)
+        yield
+        stop.set()
+        await _finish(tasks + list(context.background))
     if context.ready.is_set():
         await application.shutdown()
     await bot.shutdown()
     await store.close()
+
+
+async def _start_mcp(stack: contextlib.AsyncExitStack, settings: Settings, services) -> bool:
+    """The MCP server on its loopback port. If it cannot listen the bot still runs, and the
+    log and /healthz say why agents cannot reach it."""
+    platform = services.platform
+    chats = owner_chats(settings)
+    tools = Tools(
+        platform,
+        AgentTokens(services.store),
+        HeldCalls(platform.actions, hold=settings.mcp_hold_seconds),
+        owner_chat=chats[0] if chats else None,
+    )
+    try:
+        await stack.enter_async_context(mcp_serving(tools, settings.mcp_port))
+    except OSError as exc:
+        logger.error("%s", exc)
+        return False
+    logger.info("MCP server for agents at http://127.0.0.1:%s%s", settings.mcp_port, MCP_PATH)
+    return True
 
 
 def _services(settings: Settings, store, context: WebContext) -> Services:
@@ -229,7 +257,11 @@ async def _read_at_most(request: web.Request, limit: int) -> bytes | None:
 
 async def health(request: web.Request) -> web.Response:
     context = request.app[WEB]
-    checks = {"telegram": context.ready.is_set(), "database": await _database_ok(context)}
+    checks = {
+        "telegram": context.ready.is_set(),
+        "database": await _database_ok(context),
+        "mcp": context.mcp,
+    }
     ok = all(checks.values())
     return web.json_response({"ok": ok, **checks}, status=200 if ok else 503)
 

@@ -176,7 +176,9 @@ class Actions:
 
     async def _run(self, caller: Caller, tool, args, args_hash, interaction_id) -> Outcome:
         agent = caller.agent
-        function = self.toolbox.get(tool)
+        # A family's one function ("cli.*") stands for every tool of it that has none of its own.
+        family = tool.rpartition(".")[0] + ".*"
+        function = self.toolbox.get(tool) or self.toolbox.get(family)
         if function is None:
             reason = f"{tool} is declared but nothing in this process implements it"
             await self._record_failure(agent, tool, args_hash, interaction_id, reason)

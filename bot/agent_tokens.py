@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import insert, select, update
@@ -23,6 +24,14 @@ from bot.tables import agent_tokens
 from bot.timeutil import now
 
 TOKEN_BYTES = 32
+
+
+@dataclass(frozen=True)
+class TokenHolder:
+    """Who a token speaks for: an agent, and the run it was made for (None: a lasting token)."""
+
+    agent: str
+    run_id: int | None = None
 
 
 def token_hash(token: str) -> str:
@@ -57,11 +66,17 @@ class AgentTokens:
 
     async def verify(self, token: str) -> str | None:
         """The slug of the agent holding ``token``; None if it is unknown, expired or revoked."""
+        holder = await self.identify(token)
+        return holder.agent if holder else None
+
+    async def identify(self, token: str) -> TokenHolder | None:
+        """The agent (and run) holding ``token``; None if it is unknown, expired or revoked."""
         if not isinstance(token, str) or not token or len(token) > 256:
             return None
         wanted = token_hash(token)
         query = select(
             agent_tokens.c.agent,
+            agent_tokens.c.run_id,
             agent_tokens.c.token_hash,
             agent_tokens.c.expires_at,
             agent_tokens.c.revoked_at,
@@ -76,7 +91,7 @@ class AgentTokens:
             return None
         if row.expires_at is not None and row.expires_at <= now():
             return None
-        return row.agent
+        return TokenHolder(row.agent, row.run_id)
 
     async def revoke_run(self, run_id: int) -> int:
         """Revoke every token made for ``run_id``; returns how many were still live."""

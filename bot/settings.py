@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Web server address.")
     port: int = Field(8742, description="Web server port.")
     mcp_port: int = Field(8743, description="MCP server port, loopback only.")
+    mcp_hold_seconds: float = Field(
+        25.0,
+        gt=0,
+        le=55,
+        description="How long the MCP server holds a call waiting for its approval.",
+    )
     allow_public_bind: bool = Field(
         False, description="Must be true to bind AEGIS_HOST to anything but loopback."
     )

@@ -10,6 +10,7 @@ from telegram.request import HTTPXRequest
 
 from bot.secrets import SecretFiles
 from bot.settings import Settings
+from emulator import DEFAULT_USER
 
 EMULATOR_PREFIX = "/emulator"
 
@@ -50,3 +51,11 @@ def make_bot(settings: Settings, *, read_timeout: float = 10.0) -> Bot:
         connection_pool_size=32, read_timeout=read_timeout, connect_timeout=5.0, pool_timeout=5.0
     )
     return Bot(bot_token(settings), base_url=bot_base_url(settings), request=request)
+
+
+def owner_chats(settings: Settings) -> list[int]:
+    """Where scheduled work reports: the owners' private chats (a private chat's id is the
+    user's id), else the emulator's owner when there is no bot token; possibly none."""
+    if settings.owner_ids:
+        return sorted(settings.owner_ids)
+    return [DEFAULT_USER["id"]] if settings.uses_emulator else []

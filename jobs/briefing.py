@@ -11,9 +11,9 @@ import logging
 import dramatiq
 
 from bot.briefing import briefing_view, gather_briefing
+from handlers.botapi import owner_chats
 from jobs.broker import require_broker
 from jobs.resources import resources
-from jobs.scheduled import owner_chats
 
 require_broker()
 logger = logging.getLogger(__name__)

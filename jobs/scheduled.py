@@ -18,22 +18,13 @@ from bot.agent_runs import RunOrigin, RunRefused
 from bot.agents import with_tag
 from bot.errors import ConfigError
 from bot.schedules import Schedules
-from bot.settings import Settings
-from emulator import DEFAULT_USER
+from handlers.botapi import owner_chats
 from jobs.broker import require_broker
 from jobs.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)
 CONFIG_LOOKS, CONFIG_LOOK_EVERY = 10, 0.25  # LiveConfig looks at the file once a second
-
-
-def owner_chats(settings: Settings) -> list[int]:
-    """Where scheduled work reports: the owners' private chats (a private chat's id is the
-    user's id), else the emulator's owner when there is no bot token; possibly none."""
-    if settings.owner_ids:
-        return sorted(settings.owner_ids)
-    return [DEFAULT_USER["id"]] if settings.uses_emulator else []
 
 
 # Retried: the run is keyed by the due time, so a retry after it was queued finds it.

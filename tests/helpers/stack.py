@@ -39,6 +39,7 @@ def make_settings(data_dir: Path, database_url: str, redis_url: str, **overrides
         "database_url": database_url,
         "redis_url": redis_url,
         "port": free_port(),
+        "mcp_port": free_port(),
         "outbox_per_chat_per_second": 1000,
         "outbox_global_per_second": 1000,
         "update_retry_seconds": 0.5,

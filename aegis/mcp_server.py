@@ -1,0 +1,276 @@
+"""aegis's MCP server: the platform's tools for coding agents, gated here, on the server.
+
+Streamable HTTP at ``http://127.0.0.1:<AEGIS_MCP_PORT>/mcp`` (loopback only), served by the web
+process next to the bot. Every request carries an agent's bearer token
+(``Authorization: Bearer …``); it is checked against the stored hashes before the body is read,
+and a request without a valid one gets 401. Each call acts as the agent the token belongs to,
+read from the token on every request, never from the arguments or the session.
+
+A tool call goes through the same gate as a run's (bot/actions.py): reads run at once, a
+change makes an approval card and is held open while the owner decides (bot/held_calls.py),
+and a tool the server does not know is refused, never run. The server is stateless: each
+request stands alone, so a retry after a restart is just another request.
+
+``permission_prompt`` is the tool Claude Code asks before it uses one of its own built-in tools
+(``--permission-prompt-tool mcp__aegis__permission_prompt``): the same policy decides, under the
+tool name ``cli.<Name>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+import uvicorn
+from mcp.server.lowlevel import Server
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from bot.actions import Outcome, Status
+from bot.agent_tokens import AgentTokens, TokenHolder
+from bot.held_calls import HeldCalls
+from bot.platform import Platform
+from bot.tool_offer import NameClash, OfferedTool, offered, tool_text
+
+logger = logging.getLogger(__name__)
+MCP_PATH = "/mcp"
+PERMISSION_PROMPT = "permission_prompt"
+CLI_TOOL_PREFIX = "cli."
+HOLDER = "aegis_token_holder"  # where a verified request keeps who it speaks for
+MAX_BODY_BYTES = 1_048_576
+INSTRUCTIONS = (
+    "aegis's tools for its owner's data and machine. Reads answer at once. A change waits for "
+    "the owner's approval: the call is held open up to 25 s, then returns an error that says "
+    "nothing was done; retry the identical call at once until it runs or is refused."
+)
+PERMISSION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "tool_name": {"type": "string", "maxLength": 200},
+        "input": {"type": "object"},
+        "tool_use_id": {"type": "string"},
+    },
+    "required": ["tool_name", "input"],
+}
+
+
+@dataclass
+class Tools:
+    """What the MCP server serves, for one platform."""
+
+    platform: Platform
+    tokens: AgentTokens
+    held: HeldCalls
+    owner_chat: int | None  # where an agent's cards go when it calls outside a run
+
+    def offer(self, agent: str) -> list[OfferedTool]:
+        catalog = self.platform.catalog
+        spec = catalog.agent(agent)
+        if spec is None:
+            return []
+        try:
+            return offered(spec.granted_in(catalog), catalog)
+        except NameClash:
+            logger.error("agent %s: two granted tools share a name; none are offered", agent)
+            return []
+
+    async def list_tools(self, holder: TokenHolder) -> list[types.Tool]:
+        tools = [
+            types.Tool(
+                name=tool.wire,
+                description=tool.description,
+                input_schema=tool.schema,
+                annotations=types.ToolAnnotations(read_only_hint=tool.unattended or None),
+            )
+            for tool in self.offer(holder.agent)
+        ]
+        tools.append(
+            types.Tool(
+                name=PERMISSION_PROMPT,
+                description="Asked by Claude Code before it uses one of its own tools; "
+                "aegis's policy answers allow or deny.",
+                input_schema=PERMISSION_SCHEMA,
+            )
+        )
+        return tools
+
+    async def call(
+        self, holder: TokenHolder, name: str, args: Any, progress
+    ) -> types.CallToolResult:
+        if name == PERMISSION_PROMPT:
+            return await self._permission(holder, args, progress)
+        by_wire = {tool.wire: tool.name for tool in self.offer(holder.agent)}
+        # A name nobody offered still goes to the gate under that name: it is refused there
+        # (not granted, or undeclared) and the refusal is audited, so nothing unknown runs.
+        tool = by_wire.get(name, name)
+        outcome = await self._held(holder, tool, args, progress)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=tool_text(outcome))],
+            is_error=not outcome.ran,
+        )
+
+    async def _permission(self, holder: TokenHolder, args: Any, progress):
+        if not isinstance(args, dict) or not isinstance(args.get("tool_name"), str):
+            return _text("tool_name and input are required", error=True)
+        tool_input = args.get("input")
+        if not isinstance(tool_input, dict):
+            return _text("input must be an object", error=True)
+        tool = CLI_TOOL_PREFIX + args["tool_name"]
+        outcome = await self._held(holder, tool, tool_input, progress)
+        if outcome.ran:
+            verdict = {"behavior": "allow", "updatedInput": tool_input}
+        else:
+            verdict = {"behavior": "deny", "message": tool_text(outcome)}
+        return _text(json.dumps(verdict))
+
+    async def _held(self, holder: TokenHolder, tool: str, args: Any, progress) -> Outcome:
+        chat_id = await self._chat_for(holder)
+        if chat_id is None:
+            return Outcome(
+                Status.DENIED,
+                "aegis knows no owner chat to ask in (set AEGIS_OWNER_IDS), so it runs nothing "
+                "that needs an approval",
+            )
+        return await self.held.call(
+            holder.agent, tool, args, chat_id=chat_id, run_id=holder.run_id, progress=progress
+        )
+
+    async def _chat_for(self, holder: TokenHolder) -> int | None:
+        if holder.run_id is not None:
+            run = await self.platform.runs.get(holder.run_id)
+            if run is not None:
+                return run.chat_id
+        return self.owner_chat
+
+
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
+
+
+def build_server(tools: Tools) -> Server:
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=await tools.list_tools(_holder(ctx)))
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        async def progress(done: float, total: float, message: str) -> None:
+            await ctx.session.report_progress(done, total, message)
+
+        return await tools.call(_holder(ctx), params.name, params.arguments or {}, progress)
+
+    return Server(
+        "aegis",
+        version="0.1.0",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=lambda name: None,  # no Mcp-Param headers are declared
+    )
+
+
+def _holder(ctx) -> TokenHolder:
+    # Set by RequireAgentToken for every request that reaches the server; a request without
+    # it never gets here, so its absence is a bug, and it fails closed.
+    return ctx.request.scope["state"][HOLDER]
+
+
+class RequireAgentToken:
+    """ASGI middleware: a request with no valid agent token gets 401 before its body is read."""
+
+    def __init__(self, app: ASGIApp, tokens: AgentTokens) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        holder = await self._holder(scope)
+        if holder is None:
+            await _unauthorized(send)
+            return
+        scope.setdefault("state", {})[HOLDER] = holder
+        await self.app(scope, receive, send)
+
+    async def _holder(self, scope: Scope) -> TokenHolder | None:
+        headers = dict(scope.get("headers") or ())
+        raw = headers.get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = raw.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return await self.tokens.identify(token.strip())
+
+
+async def _unauthorized(send: Send) -> None:
+    body = json.dumps(
+        {"error": "unauthorized", "detail": "an agent token is required (aegis agent token SLUG)"}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="aegis"'),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_mcp_app(tools: Tools) -> Starlette:
+    server = build_server(tools)
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        max_request_body_size=MAX_BODY_BYTES,
+    )
+    app.add_middleware(RequireAgentToken, tokens=tools.tokens)
+    return app
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn inside the web process's loop: the process's own signal handling stays."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def serving(tools: Tools, port: int) -> AsyncIterator[uvicorn.Server]:
+    """Serve the MCP app on the loopback ``port`` until the block ends."""
+    config = uvicorn.Config(
+        create_mcp_app(tools),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+    server = _QuietServer(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        # uvicorn says it is listening only through this flag.
+        while not server.started and not task.done():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        if task.done():
+            try:
+                task.result()
+            except SystemExit:  # how uvicorn reports a port it could not bind
+                pass
+            raise OSError(
+                f"the MCP server cannot listen on 127.0.0.1:{port} (is the port in use? "
+                "set AEGIS_MCP_PORT)"
+            )
+        yield server
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(task, timeout=5)
