@@ -71,6 +71,23 @@ def build_parser() -> argparse.ArgumentParser:
         "Then send /pair CODE to the bot from each account that should be an owner.",
     )
     init.add_argument("--rotate", action="store_true", help="replace an existing secret")
+    agent = commands.add_parser(
+        "agent", help="agents' MCP tokens", description="Commands about agents."
+    )
+    agent_commands = agent.add_subparsers(
+        dest="agent_command", metavar="AGENT_COMMAND", required=True
+    )
+    token = agent_commands.add_parser(
+        "token",
+        help="print an agent's MCP token (made on first use)",
+        description="Print the lasting bearer token with which an MCP client (Claude Code, "
+        "Codex, OpenCode) reaches aegis's MCP server as the agent SLUG of aegis.yaml. The "
+        "token alone goes to stdout, so $(aegis agent token SLUG) works.",
+    )
+    token.add_argument("slug", metavar="SLUG", help="the agent, as aegis.yaml names it")
+    token.add_argument(
+        "--rotate", action="store_true", help="revoke the current token and make a new one"
+    )
     return parser
 
 
@@ -118,6 +135,10 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return run_doctor(settings)
     if args.command == "db":
         return run_db_upgrade(settings)
+    if args.command == "agent":
+        from aegis.agent_token import print_agent_token
+
+        return print_agent_token(settings, args.slug, rotate=args.rotate)
     from aegis.totp import init_totp
 
     return init_totp(settings, rotate=args.rotate, out=sys.stdout)

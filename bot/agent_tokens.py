@@ -93,6 +93,20 @@ class AgentTokens:
             return None
         return TokenHolder(row.agent, row.run_id)
 
+    async def revoke_lasting(self, agent: str) -> int:
+        """Revoke every lasting token (one made by hand, not for a run) of ``agent``."""
+        async with self.store.write() as conn:
+            result = await conn.execute(
+                update(agent_tokens)
+                .where(
+                    agent_tokens.c.agent == agent,
+                    agent_tokens.c.run_id.is_(None),
+                    agent_tokens.c.revoked_at.is_(None),
+                )
+                .values(revoked_at=now())
+            )
+        return result.rowcount or 0
+
     async def revoke_run(self, run_id: int) -> int:
         """Revoke every token made for ``run_id``; returns how many were still live."""
         async with self.store.write() as conn:

@@ -25,12 +25,13 @@ def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
 def test_top_level_help_lists_every_command(tmp_path):
     result = run(["--help"], tmp_path)
     assert result.returncode == 0
-    for name in [*COMMANDS, "db", "totp"]:
+    for name in [*COMMANDS, "db", "totp", "agent"]:
         assert name in result.stdout
 
 
 @pytest.mark.parametrize(
-    "args", [[name] for name in COMMANDS] + [["db", "upgrade"], ["totp", "init"]]
+    "args",
+    [[name] for name in COMMANDS] + [["db", "upgrade"], ["totp", "init"], ["agent", "token"]],
 )
 def test_every_subcommand_has_help_that_says_what_it_does(tmp_path, args):
     result = run([*args, "--help"], tmp_path)
@@ -88,7 +89,7 @@ def test_a_bad_aegis_yaml_is_named_by_doctor_and_stops_up(tmp_path):
     (tmp_path / "aegis.yaml").write_text("tools:\n  deploy.site:\n    effect: sometimes\n")
     doctor = run(["doctor"], tmp_path)
     assert doctor.returncode == 1
-    assert "tools.deploy.site.effect: must be one of read, write, irreversible" in doctor.stdout
+    assert "tools.deploy.site.effect: must be one of read, talk, write, irreversible" in doctor.stdout
     up = run(["up"], tmp_path)
     assert up.returncode == 2
     assert "tools.deploy.site.effect" in up.stderr and "Traceback" not in up.stderr
@@ -134,3 +135,26 @@ def test_db_upgrade_applies_then_reports_up_to_date(tmp_path):
     assert first.returncode == 0 and "Applied 0001" in first.stdout
     second = run(["db", "upgrade"], tmp_path)
     assert second.returncode == 0 and "up to date" in second.stdout
+
+
+def test_agent_token_prints_the_same_token_until_rotated(tmp_path):
+    (tmp_path / "aegis.yaml").write_text("agents:\n  coder:\n    tools: [tasks.list]\n")
+    first = run(["agent", "token", "coder"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    token = first.stdout.strip()
+    assert len(token) >= 40 and "\n" not in token and "A new token for coder" in first.stderr
+    again = run(["agent", "token", "coder"], tmp_path)
+    assert again.stdout.strip() == token and "The token for coder" in again.stderr
+    rotated = run(["agent", "token", "coder", "--rotate"], tmp_path)
+    assert rotated.returncode == 0 and rotated.stdout.strip() not in ("", token)
+    kept = list((tmp_path / ".aegis" / "secrets").glob("agent-token-*"))
+    assert len(kept) == 1 and oct(kept[0].stat().st_mode & 0o777) == "0o600"
+    assert kept[0].read_text() == rotated.stdout.strip()
+    assert token not in rotated.stderr + rotated.stdout
+
+
+def test_agent_token_for_an_unknown_agent_names_the_known_ones(tmp_path):
+    (tmp_path / "aegis.yaml").write_text("agents:\n  coder:\n    tools: [tasks.list]\n")
+    result = run(["agent", "token", "nobody"], tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "no agent is called 'nobody'" in result.stderr and "coder" in result.stderr

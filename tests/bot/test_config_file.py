@@ -201,7 +201,7 @@ def test_a_tool_that_is_not_a_mapping_is_refused_by_place(tmp_path, value):
 def test_a_bad_effect_is_refused_at_tools_name_effect(tmp_path, effect):
     text = f"tools:\n  deploy:\n    description: x\n    {effect}\n"
     message = refusal(tmp_path, text)
-    assert "tools.deploy.effect: must be one of read, write, irreversible" in message
+    assert "tools.deploy.effect: must be one of read, talk, write, irreversible" in message
 
 
 def test_the_place_keeps_a_dotted_tool_name_whole(tmp_path):
