@@ -36,11 +36,12 @@ from bot.actions import Outcome, Status
 from bot.agent_tokens import AgentTokens, TokenHolder
 from bot.held_calls import HeldCalls
 from bot.platform import Platform
-from bot.tool_offer import NameClash, OfferedTool, offered, tool_text
+from bot.platform_tools.cli_builtins import PROMPT_TOOL
+from bot.tool_offer import NameClash, OfferedTool, offered, tool_text, wire_name
 
 logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
-PERMISSION_PROMPT = "permission_prompt"
+PERMISSION_PROMPT = PROMPT_TOOL
 CLI_TOOL_PREFIX = "cli."
 HOLDER = "aegis_token_holder"  # where a verified request keeps who it speaks for
 MAX_BODY_BYTES = 1_048_576
@@ -105,9 +106,10 @@ class Tools:
     ) -> types.CallToolResult:
         if name == PERMISSION_PROMPT:
             return await self._permission(holder, args, progress)
-        by_wire = {tool.wire: tool.name for tool in self.offer(holder.agent)}
-        # A name nobody offered still goes to the gate under that name: it is refused there
-        # (not granted, or undeclared) and the refusal is audited, so nothing unknown runs.
+        # Wire names are one to one with tool names, so a declared tool not offered to this
+        # agent is named as itself, and a name nobody declared goes to the gate as it is: the
+        # gate refuses both (not granted) and audits the refusal, so nothing unknown runs.
+        by_wire = {wire_name(tool): tool for tool in self.platform.catalog.tools}
         tool = by_wire.get(name, name)
         outcome = await self._held(holder, tool, args, progress)
         return types.CallToolResult(

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from bot.platform import Platform
 
 FAMILY = "cli.*"
+PROMPT_TOOL = "permission_prompt"  # the MCP tool Claude Code asks (mcp__aegis__permission_prompt)
 READING = {
     "Read": "Read a file.",
     "Grep": "Search file contents.",

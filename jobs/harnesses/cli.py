@@ -44,6 +44,7 @@ from bot.agent_tokens import AgentTokens
 from bot.agents import CLI_COMMANDS, AgentProfile, HarnessKind
 from bot.harness import HarnessFailed, RunContext
 from bot.ledger import Ledger
+from bot.platform_tools.cli_builtins import PROMPT_TOOL
 from jobs.harnesses.cli_process import CliProcess
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream, StreamReader
 from jobs.harnesses.opencode_project import refuse_widening_config
@@ -96,6 +97,9 @@ class CliSpec:
 # whose tools we do not list). Read, Grep, Glob and LS stay: the docs call them read-only.
 # --permission-mode default: never acceptEdits or bypassPermissions; headless, a tool that would
 # ask is refused. mcp__aegis is allowed without a prompt: aegis's gate decides each call.
+# --permission-prompt-tool names the MCP tool Claude asks about any other built-in (one neither
+# allowed nor denied here, such as one a later release adds): aegis's gate decides it as
+# ``cli.<Name>`` (aegis/mcp_server.py), so nothing new runs unasked.
 CLAUDE_DENIED_TOOLS = (
     "Bash",
     "PowerShell",
@@ -126,6 +130,8 @@ CLAUDE_CODE = CliSpec(
         ",".join(CLAUDE_DENIED_TOOLS),
         "--allowedTools",
         ",".join((*CLAUDE_READING_TOOLS, f"mcp__{MCP_SERVER_NAME}")),
+        "--permission-prompt-tool",
+        f"mcp__{MCP_SERVER_NAME}__{PROMPT_TOOL}",
     ),
     config={
         "mcpServers": {

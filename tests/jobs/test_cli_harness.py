@@ -580,6 +580,7 @@ def test_claude_code_denies_its_mutating_tools_and_allows_only_reading_ones(tmp_
     allowed = argv[argv.index("--allowedTools") + 1].split(",")
     assert not set(allowed) & set(denied)
     assert argv[argv.index("--permission-mode") + 1] == "default"
+    assert argv[argv.index("--permission-prompt-tool") + 1] == "mcp__aegis__permission_prompt"
     assert "--strict-mcp-config" in argv and "--dangerously-skip-permissions" not in argv
 
 
