@@ -378,3 +378,18 @@ agent_tokens = Table(
     Column("revoked_at", UTCDateTime()),
     Index("ix_agent_tokens_agent", "agent"),
 )
+
+# Messages between agents (bot/platform_tools/conversation.py): an agent reads what is addressed
+# to it, oldest unread first, and a reply names the message it answers (``reply_to``).
+agent_messages = Table(
+    "agent_messages",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("sender", String(100), nullable=False),
+    Column("recipient", String(100), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("reply_to", Integer),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("read_at", UTCDateTime()),
+    Index("ix_agent_messages_recipient", "recipient", "read_at", "id"),
+)

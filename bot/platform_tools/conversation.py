@@ -1,16 +1,311 @@
 """Asking the owner and talking to other agents (owner.ask, owner.answer, messages.send,
-messages.read)."""
+messages.read).
+
+``owner.ask`` puts a question, or a choice, on a card in the owner's chat and returns at once:
+nothing waits for a person. The agent that asked, and no other, reads the answer with
+``owner.answer``, as often as it likes; ``wait_seconds`` holds that call open until the card is
+settled, so an agent long-polls instead of sleeping. Asking only speaks inside aegis, so it runs
+unattended; a cap on the cards an agent may have open keeps a runaway loop from burying the
+owner in them.
+
+``messages.send`` and ``messages.read`` let agents consult each other by slug. The sender is
+always the caller. A reply names the message it answers, which must be one its sender received,
+and goes back to whoever wrote that message: so the text a reply cites is always its reader's own.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import and_, func, insert, select, update
+
+from bot.cards import visible
+from bot.interaction import OPEN, Ask, Effects, Interaction, Kind, TimeoutPolicy
+from bot.platform_tools.records import ToolRefused
+from bot.store import serialize_on
+from bot.tables import agent_messages, interactions
+from bot.timeutil import now
+from policies.tools import Effect, ToolSpec, object_schema
 
 if TYPE_CHECKING:
-    from bot.actions import ToolFunction
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from bot.actions import Caller, ToolFunction
     from bot.platform import Platform
 
-TOOLS: tuple = ()
+MAX_OPEN_CARDS = 5
+# Two agents answering each other in a loop, with no person in it, stop here.
+MAX_UNREAD_FROM_ONE_SENDER = 100
+POLL_SECONDS = 0.2
+CITED_CHARS = 200
+ASKED_KINDS = (Kind.QUESTION, Kind.CHOICE)  # the cards owner.ask makes; owner.answer reads these
+SLUG = {"type": "string", "minLength": 1, "maxLength": 100}
+ROW_ID = {"type": "integer", "minimum": 1}
+
+TOOLS = (
+    ToolSpec(
+        "owner.ask",
+        Effect.TALK,
+        object_schema(
+            {
+                "question": {"type": "string", "minLength": 1, "maxLength": 2000},
+                "options": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 40},
+                    "minItems": 1,
+                    "maxItems": 8,
+                    "uniqueItems": True,
+                },
+                "timeout_minutes": {"type": "integer", "minimum": 1, "maximum": 1440},
+            },
+            "question",
+        ),
+        "Ask the owner a question (a free-text answer), or a choice between options, on a card "
+        "in their chat. Returns at once with the card's id; read the answer with owner.answer. "
+        "Unanswered, the card expires after timeout_minutes (default 60).",
+    ),
+    ToolSpec(
+        "owner.answer",
+        Effect.READ,
+        object_schema(
+            {"card": ROW_ID, "wait_seconds": {"type": "number", "minimum": 0, "maximum": 25}},
+            "card",
+        ),
+        "The owner's answer to a card you asked: pending, answered (with the text), chosen "
+        "(with the option), skipped or expired. wait_seconds holds the call until the card is "
+        "settled or the time is up.",
+    ),
+    ToolSpec(
+        "messages.send",
+        Effect.TALK,
+        object_schema(
+            {
+                "to": SLUG,
+                "text": {"type": "string", "minLength": 1, "maxLength": 20_000},
+                "reply_to": ROW_ID,
+            },
+            "text",
+        ),
+        "Send a message to another agent by its slug; with reply_to, answer a message you "
+        "received (it goes back to its sender).",
+    ),
+    ToolSpec(
+        "messages.read",
+        Effect.READ,
+        object_schema(
+            {
+                "unread_only": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                "from": SLUG,
+            }
+        ),
+        "Messages other agents sent you, oldest first, marked read as they are returned. "
+        "By default the oldest unread; with unread_only false, the latest ones.",
+    ),
+)
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:
-    return {}
+    interactions_ = platform.interactions
+    store = interactions_.store
+
+    async def ask_owner(args: dict, caller: Caller) -> dict:
+        options = tuple(args.get("options", ()))
+        ask = Ask(
+            kind=Kind.CHOICE if options else Kind.QUESTION,
+            agent=caller.agent,
+            chat_id=caller.chat_id,
+            prompt=visible(_question(args["question"])),
+            options=_options(options),
+            timeout=timedelta(minutes=args.get("timeout_minutes", 60)),
+            timeout_policy=TimeoutPolicy.ARCHIVE,
+        )
+        effects = Effects()
+        async with store.write() as conn:
+            # Counted and created in one transaction: two asks at once cannot both pass the cap.
+            await serialize_on(conn, f"owner.ask:{caller.agent}")
+            if await _open_cards(conn, caller.agent) >= MAX_OPEN_CARDS:
+                raise ToolRefused(
+                    f"you already have {MAX_OPEN_CARDS} cards waiting for the owner; read their "
+                    "answers (owner.answer) before asking more"
+                )
+            card = await interactions_.create_in(conn, ask, effects)
+        await interactions_.announce(effects)
+        return {
+            "card": card.id,
+            "status": "asked",
+            "expires_at": _iso(card.expires_at),
+            "next": "call owner.answer with this card to read the answer",
+        }
+
+    async def read_answer(args: dict, caller: Caller) -> dict:
+        card_id = args["card"]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + args.get("wait_seconds", 0)
+        while True:
+            card = await interactions_.get(card_id)
+            if card is None or card.agent != caller.agent or card.kind not in ASKED_KINDS:
+                # One refusal for all three: another agent's card reads as a missing one.
+                raise ToolRefused(f"you asked no card {card_id}")
+            moment = now()
+            left = deadline - loop.time()
+            if not card.is_open or card.is_due(moment) or left <= 0:
+                return _answer(card, moment)
+            await asyncio.sleep(min(POLL_SECONDS, left))
+
+    async def send_message(args: dict, caller: Caller) -> dict:
+        if not args["text"].strip():
+            raise ToolRefused("the message is empty")
+        if "to" not in args and "reply_to" not in args:
+            raise ToolRefused("say whom the message is for (to), or which message it answers")
+        async with store.write() as conn:
+            to = args.get("to")
+            if "reply_to" in args:
+                to = await _reply_recipient(conn, args["reply_to"], to, caller.agent)
+            if to == caller.agent:
+                raise ToolRefused("an agent cannot send a message to itself")
+            if to not in platform.catalog.agents:
+                raise ToolRefused(f"no agent is called {to!r}")
+            await serialize_on(conn, f"messages:{to}")
+            if await _unread_from(conn, caller.agent, to) >= MAX_UNREAD_FROM_ONE_SENDER:
+                raise ToolRefused(
+                    f"{to} has not read your last {MAX_UNREAD_FROM_ONE_SENDER} messages yet; "
+                    "wait for it before sending more"
+                )
+            values = {
+                "sender": caller.agent,
+                "recipient": to,
+                "text": args["text"],
+                "reply_to": args.get("reply_to"),
+                "created_at": now(),
+            }
+            inserted = insert(agent_messages).values(**values).returning(agent_messages.c.id)
+            message_id = (await conn.execute(inserted)).scalar_one()
+        return {"message": message_id, "to": to}
+
+    async def read_messages(args: dict, caller: Caller) -> dict:
+        limit, unread_only = args.get("limit", 20), args.get("unread_only", True)
+        query = _inbox_query(caller.agent, unread_only, args.get("from"))
+        async with store.write() as conn:
+            # Reads of one inbox take turns, so two at once never hand out the same message.
+            await serialize_on(conn, f"messages:{caller.agent}")
+            rows = (await conn.execute(query.limit(limit + 1))).all()
+            more, rows = len(rows) > limit, rows[:limit]
+            if not unread_only:  # the latest ones, newest first in the query
+                rows.reverse()
+            unread = [row.id for row in rows if row.read_at is None]
+            if unread:
+                await conn.execute(
+                    update(agent_messages)
+                    .where(agent_messages.c.id.in_(unread), agent_messages.c.read_at.is_(None))
+                    .values(read_at=now())
+                )
+        return {"messages": [_message(row) for row in rows], "more": more}
+
+    return {
+        "owner.ask": ask_owner,
+        "owner.answer": read_answer,
+        "messages.send": send_message,
+        "messages.read": read_messages,
+    }
+
+
+def _question(text: str) -> str:
+    if not text.strip():
+        raise ToolRefused("the question is empty")
+    return text.strip()
+
+
+def _options(options: tuple[str, ...]) -> tuple[str, ...]:
+    """The options as given: the chosen one is handed back verbatim, so one that would show
+    differently on its button (a hidden character, a line break, a blank) is refused, not
+    rewritten."""
+    for number, option in enumerate(options, 1):
+        if not option.strip() or not option.isprintable():
+            raise ToolRefused(f"option {number} is blank or holds an invisible character")
+    return options
+
+
+async def _open_cards(conn: AsyncConnection, agent: str) -> int:
+    query = (
+        select(func.count())
+        .select_from(interactions)
+        .where(interactions.c.agent == agent, interactions.c.status.in_(OPEN))
+    )
+    return (await conn.execute(query)).scalar_one()
+
+
+def _answer(card: Interaction, moment: datetime) -> dict[str, Any]:
+    """What owner.answer says of a card. An open card past its deadline reads as expired: no
+    tap or reply can settle it any more, whether or not the sweep has marked it yet."""
+    if card.is_open:
+        status = "expired" if card.is_due(moment) else "pending"
+    else:
+        status = card.outcome or card.status.value
+    settled_by_owner = status not in ("pending", "expired")
+    return {
+        "card": card.id,
+        "status": status,
+        "answer": card.answer if settled_by_owner else None,
+        "answered_at": _iso(card.resolved_at) if settled_by_owner else None,
+        "expires_at": _iso(card.expires_at) if status == "pending" else None,
+    }
+
+
+async def _reply_recipient(conn: AsyncConnection, reply_to: int, to: str | None, agent: str) -> str:
+    """Who a reply goes to: the sender of the message it answers, which ``agent`` received."""
+    query = select(agent_messages.c.sender).where(
+        agent_messages.c.id == reply_to, agent_messages.c.recipient == agent
+    )
+    sender = (await conn.execute(query)).scalar_one_or_none()
+    if sender is None:
+        raise ToolRefused(f"you received no message {reply_to}")
+    if to is not None and to != sender:
+        raise ToolRefused(f"message {reply_to} came from {sender}: a reply goes back to its sender")
+    return sender
+
+
+async def _unread_from(conn: AsyncConnection, sender: str, recipient: str) -> int:
+    query = (
+        select(func.count())
+        .select_from(agent_messages)
+        .where(
+            agent_messages.c.recipient == recipient,
+            agent_messages.c.read_at.is_(None),
+            agent_messages.c.sender == sender,
+        )
+    )
+    return (await conn.execute(query)).scalar_one()
+
+
+def _inbox_query(agent: str, unread_only: bool, sender: str | None):
+    """Messages to ``agent``: the oldest unread first, or else the newest first (reversed
+    for the answer). The cited text joins only a message the reader itself sent."""
+    message, cited = agent_messages, agent_messages.alias("cited")
+    query = (
+        select(message, cited.c.text.label("cited_text"))
+        .outerjoin(cited, and_(cited.c.id == message.c.reply_to, cited.c.sender == agent))
+        .where(message.c.recipient == agent)
+    )
+    if unread_only:
+        query = query.where(message.c.read_at.is_(None))
+    if sender is not None:
+        query = query.where(message.c.sender == sender)
+    return query.order_by(message.c.id if unread_only else message.c.id.desc())
+
+
+def _message(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "from": row.sender,
+        "text": row.text,
+        "reply_to": row.reply_to,
+        "cites": row.cited_text[:CITED_CHARS] if row.cited_text is not None else None,
+        "sent_at": _iso(row.created_at),
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat(timespec="seconds") if moment is not None else None

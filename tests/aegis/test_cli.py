@@ -89,7 +89,8 @@ def test_a_bad_aegis_yaml_is_named_by_doctor_and_stops_up(tmp_path):
     (tmp_path / "aegis.yaml").write_text("tools:\n  deploy.site:\n    effect: sometimes\n")
     doctor = run(["doctor"], tmp_path)
     assert doctor.returncode == 1
-    assert "tools.deploy.site.effect: must be one of read, talk, write, irreversible" in doctor.stdout
+    effects = "read, talk, write, irreversible"
+    assert f"tools.deploy.site.effect: must be one of {effects}" in doctor.stdout
     up = run(["up"], tmp_path)
     assert up.returncode == 2
     assert "tools.deploy.site.effect" in up.stderr and "Traceback" not in up.stderr

@@ -86,9 +86,7 @@ async def test_gated_then_card_then_tap_then_the_call_runs_exactly_once(stack):
     args = {"name": "notes.txt", "text": "from an agent\n"}
     log: list = []
     async with mcp_client(stack.settings, await token_of(stack, "coder")) as client:
-        loop = asyncio.create_task(
-            agent_loop(client, "demo-write_file", args, budget=20, log=log)
-        )
+        loop = asyncio.create_task(agent_loop(client, "demo-write_file", args, budget=20, log=log))
         card = await message_with(stack, r"Approval needed")
         assert "demo.write_file" in card["text"] and '"name": "notes.txt"' in card["text"]
         # The agent has been told to retry at least once before the owner taps.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot import demo
+from bot import demo, platform_tools
 from bot.config_file import load_catalog
 from bot.errors import PolicyConfigError
 from policies.decision import Allow, Deny, Gate, decide
@@ -49,8 +49,11 @@ def refusal(tmp_path: Path, text: str) -> str:
     return message
 
 
+BUILT_IN_TOOLS = (*demo.TOOLS, *platform_tools.TOOLS)
+
+
 def builtins_present(catalog) -> bool:
-    return all(catalog.tool(tool.name) == tool for tool in demo.TOOLS) and catalog.agent(
+    return all(catalog.tool(tool.name) == tool for tool in BUILT_IN_TOOLS) and catalog.agent(
         demo.AGENT
     ) == next(iter(demo.AGENTS))
 
@@ -61,7 +64,7 @@ def builtins_present(catalog) -> bool:
 def test_a_missing_file_gives_just_the_built_ins(tmp_path):
     catalog = load_catalog(tmp_path / "aegis.yaml")
     assert builtins_present(catalog)
-    assert set(catalog.tools) == {tool.name for tool in demo.TOOLS}
+    assert set(catalog.tools) == {tool.name for tool in BUILT_IN_TOOLS}
     assert set(catalog.agents) == {demo.AGENT}
 
 

@@ -12,7 +12,7 @@ from bot import migrate, search
 from bot.store import Store
 from bot.tables import metadata
 
-REVISIONS = ["0001", "0002", "0003", "0004"]
+REVISIONS = ["0001", "0002", "0003", "0004", "0005"]
 HEAD = REVISIONS[-1]
 SEARCH_INDEXES = search.index_names()
 

@@ -14,6 +14,9 @@ and then behaves as the request says:
   ``spawn a child`` first starts a child process (same process group) that sleeps too;
 - ``wait for go``: waits (at most a minute) for a file named ``go`` in its working directory,
   then succeeds, so a test can look at the run while it is under way;
+- ``call aegis <tool> <json>``: calls that tool of aegis's MCP server (the URL and token it was
+  given) over HTTP, retrying the identical call while the server says to, and answers with
+  the tool's text: what a real CLI does with a tool call, without the model;
 - anything else: uses two tools, writes some text, and answers ``Done: <request>``.
 """
 
@@ -22,10 +25,12 @@ from __future__ import annotations
 import abc
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 
@@ -117,7 +122,39 @@ def main(fake: Fake) -> None:
         emit(fake.started())
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     record(fake, argv, request, child_pid=child.pid if child else None)
+    call = re.search(r"call aegis (\S+) (\{.*\})", request)
+    if call:
+        emit(fake.started())
+        emit(fake.tool_use(f"aegis.{call.group(1)}", json.loads(call.group(2))))
+        given = fake.given(argv)
+        text = call_aegis(given["mcp_url"], given["token"], call.group(1), call.group(2))
+        emit(fake.finished(f"Done: {text}"))
+        return
     behave(fake, request, started=child is not None)
+
+
+def call_aegis(url: str, token: str, tool: str, arguments: str, budget: int = 60) -> str:
+    """One MCP tools/call over streamable HTTP (aegis's server is stateless, so no session is
+    needed), repeated while the server says to retry; the text of its last answer."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    body["params"] = {"name": tool, "arguments": json.loads(arguments)}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    text = ""
+    for _ in range(budget):
+        request = urllib.request.Request(url, json.dumps(body).encode(), headers)
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (loopback)
+            raw = response.read().decode()
+        data = [line[5:].strip() for line in raw.splitlines() if line.startswith("data:")]
+        result = json.loads(data[-1] if data else raw)["result"]
+        text = "".join(part.get("text", "") for part in result["content"])
+        if not result.get("isError") or "Retry this identical call now" not in text:
+            return text
+    return f"nothing was executed: no approval came ({text})"
 
 
 def behave(fake: Fake, request: str, *, started: bool) -> None:

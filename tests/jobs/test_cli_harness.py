@@ -32,7 +32,7 @@ from bot.agent_runs import RunState
 from bot.agent_tokens import AgentTokens
 from bot.agents import AgentProfile, HarnessKind
 from bot.harness import HarnessFailed
-from bot.tables import agent_runs, agent_tokens, model_calls
+from bot.tables import agent_runs, agent_tokens, audit_events, model_calls
 from jobs.harnesses import cli_process
 from jobs.harnesses.cli import (
     CLAUDE_DENIED_TOOLS,
@@ -43,7 +43,8 @@ from jobs.harnesses.cli import (
 from jobs.harnesses.cli_process import CliProcess, _lines
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream
 from jobs.harnesses.opencode_project import refuse_widening_config
-from tests.helpers.stack import eventually, make_settings, running_stack
+from tests.helpers.runs import buttons
+from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -62,7 +63,12 @@ CANARY = "AEGIS_CANARY_SECRET"
 def config_text(root: Path) -> str:
     lines = ["agents:"]
     agents = {
-        slug: {"harness": harness, "command": str(FAKES / fake), "model": model}
+        slug: {
+            "harness": harness,
+            "command": str(FAKES / fake),
+            "model": model,
+            "tools": ["demo.read_clock", "demo.write_file"],
+        }
         for slug, (harness, fake, model) in CLI_AGENTS.items()
     }
     agents["stuck"] = {"harness": "claude-code", "command": str(FAKES / "claude"), "deadline": 2}
@@ -184,6 +190,35 @@ async def test_a_cli_runs_in_its_workdir_with_its_own_instructions_and_token(sta
     # Over: the token is revoked and the run's private files are gone.
     assert await tokens.verify(token) is None
     assert given["config_path"] is None or not Path(given["config_path"]).exists()
+
+
+@pytest.mark.parametrize("slug", sorted(CLI_AGENTS))
+async def test_a_cli_reaches_aegis_tools_over_mcp_as_its_run_and_waits_for_the_tap(stack, slug):
+    """The whole path: the harness's MCP config and per-run token, aegis's MCP server, the
+    gate, the card in the run's chat, the tap, the held retry, the tool once, the result."""
+    await stack.ask("/start")
+    name = f"from-{slug}.txt"
+    args = json.dumps({"name": name, "text": "hello"})
+    run_id = await start(stack, f"/run {slug} call aegis demo-write_file {args}")
+    card = await message_with(stack, r"Approval needed")
+    assert f"{slug} wants to run 'demo.write_file'" in card["text"]
+    demo_file = stack.settings.data_dir / "demo" / name
+    assert not demo_file.exists()
+    tapped = await stack.emulator.tap(OWNER_CHAT, card["message_id"], buttons(card)["Approve"])
+    assert tapped
+    ended = await run_in(stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=30)
+    assert ended["status"] == RunState.COMPLETED, ended["error"]
+    assert ended["result"] == f"Done: wrote 5 characters to {name}"
+    assert demo_file.read_text() == "hello"
+    async with stack.store.read() as conn:
+        used = (
+            await conn.execute(
+                select(audit_events.c.agent).where(
+                    audit_events.c.event == "used", audit_events.c.tool == "demo.write_file"
+                )
+            )
+        ).all()
+    assert used == [(slug,)]
 
 
 def assert_own_tools_locked(harness: str, given: dict) -> None:
