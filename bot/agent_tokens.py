@@ -17,13 +17,18 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 
-from bot.store import Store
+from bot.store import Store, sqlite_time
 from bot.tables import agent_tokens
 from bot.timeutil import now
 
 TOKEN_BYTES = 32
+# _live_row's query, for Store.read_now; tests/bot/test_agent_tokens.py holds them together.
+LIVE_HOLDER_SQL = (
+    "SELECT agent, run_id, token_hash FROM agent_tokens WHERE token_hash = ? "
+    "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)"
+)
 
 
 @dataclass(frozen=True)
@@ -74,24 +79,32 @@ class AgentTokens:
         if not isinstance(token, str) or not token or len(token) > 256:
             return None
         wanted = token_hash(token)
-        query = select(
-            agent_tokens.c.agent,
-            agent_tokens.c.run_id,
-            agent_tokens.c.token_hash,
-            agent_tokens.c.expires_at,
-            agent_tokens.c.revoked_at,
-        ).where(agent_tokens.c.token_hash == wanted)
-        async with self.store.read() as conn:
-            row = (await conn.execute(query)).first()
+        row = await self._live_row(wanted)
         # The index found the row by its hash; the hash is compared again in constant time
         # so that nothing about a near miss shows in how long the answer took.
-        if row is None or not hmac.compare_digest(row.token_hash, wanted):
+        if row is None or not hmac.compare_digest(row[2], wanted):
             return None
-        if row.revoked_at is not None:
-            return None
-        if row.expires_at is not None and row.expires_at <= now():
-            return None
-        return TokenHolder(row.agent, row.run_id)
+        return TokenHolder(row[0], row[1])
+
+    async def _live_row(self, wanted: str) -> tuple | None:
+        """(agent, run_id, token_hash) of the unexpired, unrevoked token with this hash.
+
+        Every MCP request asks this; on SQLite it is one indexed read on this thread
+        (Store.read_now), not an async trip through the driver's thread.
+        """
+        moment = now()
+        if self.store.is_sqlite:
+            rows = self.store.read_now(LIVE_HOLDER_SQL, (wanted, sqlite_time(moment)))
+            return tuple(rows[0]) if rows else None
+        query = select(agent_tokens.c.agent, agent_tokens.c.run_id, agent_tokens.c.token_hash)
+        query = query.where(
+            agent_tokens.c.token_hash == wanted,
+            agent_tokens.c.revoked_at.is_(None),
+            or_(agent_tokens.c.expires_at.is_(None), agent_tokens.c.expires_at > moment),
+        )
+        async with self.store.read() as conn:
+            row = (await conn.execute(query)).first()
+        return tuple(row) if row else None
 
     async def revoke_lasting(self, agent: str) -> int:
         """Revoke every lasting token (one made by hand, not for a run) of ``agent``."""

@@ -16,6 +16,7 @@ an agent cannot turn a refusal into a stream of cards by retrying.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -26,17 +27,27 @@ from bot.actions import Actions, Continuation, Outcome, Status
 from bot.interaction import OPEN, Kind
 from bot.interaction import Outcome as CardOutcome
 from bot.interaction import Status as CardStatus
-from bot.store import Store
+from bot.store import Store, sqlite_time
 from bot.tables import interactions
 from bot.timeutil import now
 from policies.canonical import approval_hash
+from policies.decision import Gate, decide
 
 HOLD_SECONDS = 25.0
-POLL_SECONDS = 0.1  # how often a held call looks at its card (one indexed read)
+# How often a held call looks at its card (one indexed read) when no word comes that it was
+# settled: a card settled in this process wakes its calls at once; this catches the rest (one
+# that expired in a worker's sweep, a tap handled by another web process).
+POLL_SECONDS = 0.25
 PROGRESS_EVERY = 5.0  # seconds between progress notes to a waiting client
 REFUSAL_MEMORY = timedelta(minutes=15)
 REFUSED = (CardOutcome.DENIED, CardOutcome.EXPIRED)
 CARD_SQL = "SELECT status, outcome FROM interactions WHERE id = ?"
+# _refused_before's query, for Store.read_now; tests/bot/test_held_calls.py holds them together.
+REFUSED_SQL = (
+    "SELECT id, outcome FROM interactions WHERE args_hash = ? AND kind = 'approval' "
+    "AND status NOT IN ('pending', 'awaiting_code') AND resolved_at > ? "
+    "ORDER BY id DESC LIMIT 1"
+)
 Progress = Callable[[float, float, str], Awaitable[None]]
 
 
@@ -52,6 +63,12 @@ class HeldCalls:
         self.store: Store = actions.store
         self.hold = hold
         self.poll = poll
+        self._waiting: dict[int, set[asyncio.Event]] = {}
+        actions.interactions.settled_listeners.append(self._wake)
+
+    def _wake(self, card: int) -> None:
+        for event in self._waiting.get(card, ()):
+            event.set()
 
     async def call(
         self,
@@ -65,16 +82,29 @@ class HeldCalls:
     ) -> Outcome:
         """Make the call through the gate; if it is gated, hold it until the card is settled
         or ``hold`` seconds have passed, whichever is first."""
-        refused = await self._refused_before(agent, tool, args)
-        if refused is not None:
-            return refused
+        # Only a call the gate would hold can have been refused; a read costs no lookup.
+        if isinstance(decide(self.actions.catalog, agent, tool, args), Gate):
+            refused = await self._refused_before(agent, tool, args)
+            if refused is not None:
+                return refused
         outcome = await self._perform(agent, tool, args, chat_id, run_id)
         if outcome.status is not Status.GATED:
             return outcome
+        card = outcome.interaction_id
+        settled = asyncio.Event()
+        self._waiting.setdefault(card, set()).add(settled)
+        try:
+            return await self._hold(card, settled, progress, agent, tool, args, chat_id, run_id)
+        finally:
+            waiters = self._waiting.get(card, set())
+            waiters.discard(settled)
+            if not waiters:
+                self._waiting.pop(card, None)
+
+    async def _hold(self, card, settled, progress, agent, tool, args, chat_id, run_id) -> Outcome:
         started = time.monotonic()
         deadline = started + self.hold
         next_note = started
-        card = outcome.interaction_id
         while True:
             moment = time.monotonic()
             if moment >= next_note:
@@ -86,7 +116,10 @@ class HeldCalls:
                 return await self._settled(card, answer, agent, tool, args, chat_id, run_id)
             if moment >= deadline:
                 return Outcome(Status.GATED, _still_waiting(card, self.hold), None, card)
-            await asyncio.sleep(min(self.poll, max(0.0, deadline - moment)))
+            settled.clear()
+            with contextlib.suppress(TimeoutError):
+                wait = min(self.poll, max(0.0, deadline - moment), next_note - moment)
+                await asyncio.wait_for(settled.wait(), timeout=max(0.0, wait))
 
     async def _settled(self, card, answer, agent, tool, args, chat_id, run_id) -> Outcome:
         if answer != CardOutcome.APPROVED:
@@ -118,6 +151,12 @@ class HeldCalls:
         except (TypeError, ValueError):
             return None  # the gate refuses such arguments itself, with the reason
         since = now() - REFUSAL_MEMORY
+        if self.store.is_sqlite:
+            rows = self.store.read_now(REFUSED_SQL, (args_hash, sqlite_time(since)))
+            found = rows[0] if rows else None
+            if found is None or found[1] not in REFUSED:
+                return None
+            return _refusal(found[0], found[1])
         query = (
             select(interactions.c.id, interactions.c.outcome)
             .where(

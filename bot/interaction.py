@@ -137,3 +137,4 @@ class Effects:
 
     outbox_ids: list[int] = field(default_factory=list)
     continuations: list[Interaction] = field(default_factory=list)
+    settled: list[int] = field(default_factory=list)  # cards answered or expired

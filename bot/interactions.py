@@ -57,6 +57,9 @@ class Interactions(Answers):
         self.outbox = outbox
         self.signer = signer
         self.enqueue = enqueue
+        # Told the id of each card settled in this process, once it is committed: a call held
+        # open on a card (bot/held_calls.py) wakes at once instead of at its next look.
+        self.settled_listeners: list[Callable[[int], None]] = []
 
     # Asking
 
@@ -240,6 +243,7 @@ class Interactions(Answers):
         query = select(interaction_cards.c.outbox_id, interaction_cards.c.chat_id).where(
             interaction_cards.c.interaction_id == settled.id
         )
+        effects.settled.append(settled.id)
         text = cards.settled_text(settled)
         for outbox_id, chat_id in (await conn.execute(query)).all():
             effects.outbox_ids.append(await self.outbox.add(conn, chat_id, text, edit_of=outbox_id))
@@ -250,6 +254,9 @@ class Interactions(Answers):
         """After the commit: send the continuation, then deliver what was queued (the person
         sees the edit a moment later; the agent should not wait for it). If the broker is
         down, the interactions sweep and the outbox sweep send them later."""
+        for card in effects.settled:
+            for listener in self.settled_listeners:
+                listener(card)
         try:
             for settled in effects.continuations:
                 await self.send_continuation(settled)
