@@ -17,8 +17,8 @@ demo.write_file and tasks.list; the agent's token is minted in that database. It
    interleaved call by call (each goes first in turn), after ``--warmup`` rounds.
 2. A tap to the held retry returning its result. The agent calls demo-write_file with a fresh
    file name; the call is gated and held open (bot/held_calls.py); when its card reaches the
-   emulated chat, after ``--think`` seconds plus a random fraction of the held call's 0.1 s
-   poll (so taps do not fall at one phase of it), Approve is tapped through the emulator's
+   emulated chat, after ``--think`` seconds plus a random fraction of the held call's poll
+   (so taps do not fall at one phase of it), Approve is tapped through the emulator's
    control API. Timed from just before the tap's POST to the held call returning its result,
    and, for context, to the card's edit "✅ Approved" appearing in the chat.
 
