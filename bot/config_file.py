@@ -12,6 +12,12 @@ triage rules for the inbox (their format is in bot/triage.py), and how agents ru
         name: Ops
         tools: [deploy.site, demo.read_clock]
         peer: false                   # true: acts for a federated peer; every call needs a code
+    deploy:                           # recipes deploy.run runs (bot/platform_tools/deploy.py)
+      site:
+        description: Deploy the site
+        command: [./deploy.sh, --prod]  # a program and its arguments, never a shell string
+        workdir: /srv/site            # absolute (~ is expanded); the command starts here
+        timeout_seconds: 600          # 1..3600, default 600; stopped with all it started
 
 Every problem is reported with its place in the file, and nothing of a bad file is used.
 """
@@ -29,6 +35,7 @@ from bot import demo, platform_tools
 from bot.agents import AgentProfile, ScheduleSpec
 from bot.config_agents import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import PolicyConfigError
+from bot.platform_tools.deploy import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, DeployRecipe
 from bot.tasks import TaskRefused, parse_label
 from bot.triage import OUTCOMES, Conditions, TriageRule
 from policies.tools import AgentSpec, Catalog, Effect, SchemaRefused, ToolSpec
@@ -44,6 +51,7 @@ class Config:
     triage_rules: list[TriageRule] = field(default_factory=list)
     agents: dict[str, AgentProfile] = field(default_factory=dict)
     schedules: list[ScheduleSpec] = field(default_factory=list)
+    recipes: dict[str, DeployRecipe] = field(default_factory=dict)
 
 
 def load_catalog(path: Path | None) -> Catalog:
@@ -76,10 +84,14 @@ def load_config(path: Path | None) -> Config:
         agents[gate_view.slug] = agent_profile(
             path, gate_view.slug, spec, gate_view.tools, gate_view.name
         )
-    _no_unknown_keys(str(path), data, {"tools", "agents", "triage", "schedules"})
+    _no_unknown_keys(str(path), data, {"tools", "agents", "triage", "schedules", "deploy"})
     rules = _triage_rules(path, data.get("triage"), set(catalog.agents))
     schedules = schedule_specs(path, data.get("schedules"), agents)
-    return Config(catalog, rules, agents, schedules)
+    recipes = {}
+    for name, spec in _section(path, data, "deploy").items():
+        _is_text_name(path, "deploy", name)
+        recipes[name] = _recipe(f"{path}: deploy.{name}", name, spec)
+    return Config(catalog, rules, agents, schedules, recipes)
 
 
 def _duplicate_key(node: yaml.Node, place: str = "") -> tuple[str, yaml.Mark] | None:
@@ -167,6 +179,36 @@ def _agent(path: Path, slug: str, spec: Any) -> AgentSpec:
         raise PolicyConfigError(f"{place}.peer: must be true or false")
     name = _text(f"{place}.name", spec.get("name")) or slug
     return AgentSpec(slug, frozenset(tools), name=name, peer=peer)
+
+
+def _recipe(place: str, name: str, spec: Any) -> DeployRecipe:
+    if not isinstance(spec, dict):
+        raise PolicyConfigError(f"{place}: must be a mapping with at least command and workdir")
+    _no_unknown_keys(place, spec, {"description", "command", "workdir", "timeout_seconds"})
+    command = spec.get("command")
+    # A list, never a string: a string would need a shell, and a shell reads more than words.
+    if (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(word, str) and word for word in command)
+    ):
+        raise PolicyConfigError(
+            f"{place}.command: must be a list of words, the program first ([./deploy.sh, --prod])"
+        )
+    workdir = spec.get("workdir")
+    if not isinstance(workdir, str) or not Path(workdir).expanduser().is_absolute():
+        raise PolicyConfigError(f"{place}.workdir: must be an absolute path (/srv/site)")
+    timeout = spec.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
+    if (
+        not isinstance(timeout, int)
+        or isinstance(timeout, bool)
+        or not 1 <= timeout <= MAX_TIMEOUT_SECONDS
+    ):
+        raise PolicyConfigError(
+            f"{place}.timeout_seconds: must be whole seconds, 1 to {MAX_TIMEOUT_SECONDS}"
+        )
+    description = _text(f"{place}.description", spec.get("description"))
+    return DeployRecipe(name, tuple(command), Path(workdir).expanduser(), description, timeout)
 
 
 def _text(place: str, value: Any) -> str:

@@ -5,6 +5,9 @@ text too long for one Telegram message is split at line boundaries into parts, o
 file past ``file_over_chars``. A delivery job claims a row with a lease (a crashed worker's row
 is picked up again when the lease runs out), records each part's Telegram message id as it
 goes, so a rerun resumes after the last part sent instead of repeating it.
+
+A file an agent sends (``put_file``) is a copy under the data dir's ``outgoing/``, taken when
+the call ran, so changing the file afterwards cannot change what arrives.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select, update
@@ -23,6 +27,7 @@ from bot.tables import outbox
 from bot.timeutil import now
 
 TELEGRAM_TEXT_LIMIT = 4096
+OUTGOING = "outgoing"  # the data dir's folder of files to send, one folder per content hash
 LEASE = timedelta(seconds=60)
 # The chat's oldest undelivered row, for Store.read_now: what _next_in_chat_of picks.
 OLDEST_IN_CHAT_SQL = (
@@ -45,7 +50,8 @@ class OutboxStatus(enum.StrEnum):
 
 class OutboxKind(enum.StrEnum):
     TEXT = "text"
-    DOCUMENT = "document"
+    DOCUMENT = "document"  # a text too long for messages, sent as a .txt file
+    FILE = "file"  # a copy under the data dir's outgoing/; parts[0] is "<sha256>/<file name>"
     EDIT = "edit"  # replaces the text and buttons of the message an earlier row sent
 
 
@@ -64,6 +70,11 @@ class OutgoingMessage:
     caption: str | None = None
     edit_of: int | None = None
     reply_to_outbox: int | None = None  # reply to what that earlier row sent
+
+
+def outgoing_path(data_dir: Path, stored: str) -> Path:
+    """Where the copy a FILE row sends is kept."""
+    return data_dir / OUTGOING / stored
 
 
 def split_text(text: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[str]:
@@ -146,6 +157,15 @@ class Outbox:
             row.update(kind=OutboxKind.EDIT, parts=[text], edit_of=edit_of)
         result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
         return result.scalar_one()
+
+    async def put_file(self, chat_id: int, stored: str, *, caption: str | None = None) -> int:
+        """Queue a file kept under the data dir's outgoing/ (``stored``: "<sha256>/<name>"), to
+        be sent as a document under its own name."""
+        row = self._row(chat_id, stored, None, None, None)
+        row.update(kind=OutboxKind.FILE, parts=[stored], caption=caption or None)
+        async with self.store.write() as conn:
+            result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
+            return result.scalar_one()
 
     def _row(self, chat_id, text, reply_markup, reply_to_message_id, idempotency_key) -> dict:
         if not text.strip():

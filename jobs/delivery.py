@@ -20,7 +20,7 @@ import dramatiq
 from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 
-from bot.outbox import LeaseLost, OutboxKind, OutgoingMessage
+from bot.outbox import LeaseLost, OutboxKind, OutgoingMessage, outgoing_path
 from bot.timeutil import now
 from jobs.broker import require_broker
 from jobs.resources import resources
@@ -177,7 +177,9 @@ async def _send_one(res, message: OutgoingMessage, index: int) -> int:
         )
     reply = ReplyParameters(reply_to, allow_sending_without_reply=True)
     reply = reply if index == 0 and reply_to else None
-    if message.kind is OutboxKind.DOCUMENT:
+    if message.kind is OutboxKind.FILE:
+        sent = await _send_file(res, message, markup, reply)
+    elif message.kind is OutboxKind.DOCUMENT:
         text = message.parts[index]
         document = InputFile(io.BytesIO(text.encode()), filename="message.txt")
         caption = message.caption or (
@@ -197,6 +199,22 @@ async def _send_one(res, message: OutgoingMessage, index: int) -> int:
     return sent.message_id
 
 
+async def _send_file(res, message: OutgoingMessage, markup, reply):
+    """The copy the platform kept when the file was asked for, under the file's own name."""
+    path = outgoing_path(res.settings.data_dir, message.parts[0])
+    try:
+        content = await asyncio.to_thread(path.read_bytes)
+    except OSError as exc:  # kept by a process on another machine, or removed: never coming
+        raise BadRequest(f"the file to send is not in this data dir: {exc.strerror}") from None
+    return await res.bot.send_document(
+        message.chat_id,
+        InputFile(io.BytesIO(content), filename=path.name),
+        caption=message.caption,
+        reply_markup=markup,
+        reply_parameters=reply,
+    )
+
+
 async def _edit(res, message: OutgoingMessage, markup) -> int:
     """Replace what an earlier row sent (a card's last part, which carries its buttons)."""
     target = await res.outbox.get(message.edit_of)
@@ -205,7 +223,7 @@ async def _edit(res, message: OutgoingMessage, markup) -> int:
     message_id = target["telegram_message_ids"][-1]
     text = message.parts[0]
     try:
-        if target["kind"] == OutboxKind.DOCUMENT:
+        if target["kind"] in (OutboxKind.DOCUMENT, OutboxKind.FILE):
             await res.bot.edit_message_caption(
                 message.chat_id, message_id, caption=text[:1024], reply_markup=markup
             )

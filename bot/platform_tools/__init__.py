@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.platform_tools import cli_builtins, conversation, records, workdir
+from bot.platform_tools import cli_builtins, conversation, deploy, records, workdir
 
 if TYPE_CHECKING:
     from bot.actions import ToolFunction
     from bot.platform import Platform
 
-MODULES = (records, conversation, workdir, cli_builtins)
+MODULES = (records, conversation, workdir, deploy, cli_builtins)
 TOOLS = tuple(tool for module in MODULES for tool in module.TOOLS)
 
 
