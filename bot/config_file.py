@@ -25,7 +25,7 @@ Every problem is reported with its place in the file, and nothing of a bad file 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from bot import demo, platform_tools
 from bot.agents import AgentProfile, ScheduleSpec
 from bot.config_agents import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import PolicyConfigError
+from bot.platform_tools import cli_builtins
 from bot.platform_tools.deploy import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, DeployRecipe
 from bot.tasks import TaskRefused, parse_label
 from bot.triage import OUTCOMES, Conditions, TriageRule
@@ -80,10 +81,13 @@ def load_config(path: Path | None) -> Config:
                 f"{path}: agents.{slug}: declared twice (a built-in agent has this name)"
             )
         gate_view = _agent(path, str(slug), spec)
+        profile = agent_profile(path, gate_view.slug, spec, gate_view.tools, gate_view.name)
+        if profile.harness is not None and profile.harness.is_cli:
+            # A coding CLI asks about its own built-ins (cli.<Name>, see
+            # bot/platform_tools/cli_builtins.py); the gate decides each by its effect.
+            gate_view = replace(gate_view, tools=gate_view.tools | {cli_builtins.FAMILY})
         catalog.add_agent(gate_view)
-        agents[gate_view.slug] = agent_profile(
-            path, gate_view.slug, spec, gate_view.tools, gate_view.name
-        )
+        agents[gate_view.slug] = profile
     _no_unknown_keys(str(path), data, {"tools", "agents", "triage", "schedules", "deploy"})
     rules = _triage_rules(path, data.get("triage"), set(catalog.agents))
     schedules = schedule_specs(path, data.get("schedules"), agents)

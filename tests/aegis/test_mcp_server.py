@@ -31,6 +31,9 @@ agents:
     tools: ["tasks.*", "notes.*", "cli.*", demo.read_clock, demo.write_file, demo.delete_file]
   other:
     tools: [demo.read_clock, runs.list]
+  runner:
+    harness: claude-code
+    tools: [demo.read_clock]
 """
 RETRY = "Retry this identical call now"
 
@@ -312,6 +315,25 @@ async def test_the_permission_prompt_allows_reading_and_holds_everything_else(st
     assert verdict["behavior"] == "deny" and RETRY in verdict["message"]
     card = await message_with(stack, r"cli\.Bash")
     assert "rm -rf /" in card["text"] and "Approve (then a code)" in str(card["reply_markup"])
+
+
+async def test_a_cli_agent_may_ask_about_its_built_ins_and_no_other_agent_may(stack):
+    read = {"tool_name": "Grep", "input": {"pattern": "TODO"}}
+    async with mcp_client(stack.settings, await token_of(stack, "runner")) as client:
+        allowed = json.loads(text_of(await client.call_tool("permission_prompt", read)))
+        todo = {"tool_name": "TodoWrite", "input": {"todos": []}}
+        held = json.loads(text_of(await client.call_tool("permission_prompt", todo)))
+    async with mcp_client(stack.settings, await token_of(stack, "other")) as client:
+        refused = json.loads(text_of(await client.call_tool("permission_prompt", read)))
+    assert allowed["behavior"] == "allow"
+    # A built-in nobody declared has no known effect: a card that needs a code.
+    assert held["behavior"] == "deny" and RETRY in held["message"]
+    card = await message_with(stack, r"cli\.TodoWrite")
+    assert "Approve (then a code)" in str(card["reply_markup"])
+    assert refused == {
+        "behavior": "deny",
+        "message": "Refused: other is not granted cli.Grep. Nothing was done.",
+    }
 
 
 def running_platform(stack):
