@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.platform_tools.processes import run_bounded
 from bot.platform_tools.records import ToolRefused
 from bot.platform_tools.workdir import caller_run, ceiling
+from bot.processes import run_bounded
 from policies.tools import Effect, ToolSpec, object_schema
 
 if TYPE_CHECKING:

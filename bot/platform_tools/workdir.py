@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from bot.errors import BrokerError
 from bot.outbox import OUTGOING
-from bot.platform_tools.processes import run_bounded
 from bot.platform_tools.records import ToolRefused
+from bot.processes import run_bounded
 from bot.timeutil import now
 from policies.tools import Effect, ToolSpec, object_schema
 

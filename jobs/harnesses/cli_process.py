@@ -34,13 +34,12 @@ from pathlib import Path
 
 from bot.harness import HarnessFailed, RunContext
 from bot.ledger import OK
+from bot.processes import kill_group
 from jobs.harnesses.cli_streams import StreamReader
 
 logger = logging.getLogger(__name__)
 
 KILL_GRACE = 0.8  # SIGTERM to SIGKILL: even a CLI that ignores SIGTERM dies within a second
-GROUP_GONE_WITHIN = 2.0  # seconds of SIGKILLs again until nothing of the group is left
-GROUP_POLL = 0.01
 CEILING_GRACE = 1.0  # after our own ceiling, how long the runner has to call it timed out
 DRAIN_GRACE = 1.0  # after the CLI exits, how long its stdout may take to run dry
 STEP_EVERY = 1.0  # seconds between progress steps saved to the run's row
@@ -98,7 +97,7 @@ class CliProcess:
             # Cancelled while it was being started: it is stopped like any other, not left
             # to asyncio, which would kill the CLI alone and not its group.
             with contextlib.suppress(HarnessFailed):
-                await _kill_group(await spawn, grace=0)
+                await kill_group(await spawn, grace=0)
             raise
         self.status = "cancelled"  # unless it comes to an end of its own
         pumps = [
@@ -112,7 +111,7 @@ class CliProcess:
             # Cancelled (the deadline, /cancel) while it runs: SIGTERM first. Exited: SIGKILL
             # to whatever it left running in its group.
             grace = KILL_GRACE if process.returncode is None else 0
-            await _kill_group(process, grace=grace)
+            await kill_group(process, grace=grace)
             await asyncio.wait(pumps, timeout=DRAIN_GRACE)  # what is left in the pipes
             for pump in pumps:
                 pump.cancel()
@@ -144,7 +143,7 @@ class CliProcess:
                 await process.wait()
         except TimeoutError:
             self.status = "timeout"
-            await _kill_group(process, grace=KILL_GRACE)
+            await kill_group(process, grace=KILL_GRACE)
             # The runner cancels us at the same deadline and calls the run timed out; this
             # ceiling only matters if it cannot, so it leaves the runner a moment to.
             await asyncio.sleep(CEILING_GRACE)
@@ -256,62 +255,6 @@ async def _lines(stream: asyncio.StreamReader, process: CliProcess):
         yield None
     elif pending:
         yield bytes(pending)
-
-
-async def _kill_group(process: asyncio.subprocess.Process, *, grace: float) -> None:
-    """Stop the CLI and everything it started: SIGTERM to its group, then SIGKILL."""
-    try:
-        if grace > 0 and process.returncode is None:
-            _signal_group(process, signal.SIGTERM)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(process.wait()), timeout=grace)
-    finally:  # even if cancelled again meanwhile
-        _signal_group(process, signal.SIGKILL)  # whatever ignored SIGTERM or outlived the CLI
-    await process.wait()  # reaped: no zombie
-    # A SIGKILL is sent, not waited for: a child of the CLI may still be running, exiting,
-    # a moment after it (2 to 5 runs in 100 here), and the run must not end while anything it
-    # started still runs. So the group is signalled again until none of it is alive. Its dead
-    # children wait as zombies for init to reap them (1.6 s later on this machine) and still
-    # count for killpg; /proc tells the living from them, and without /proc the bound ends it.
-    for _ in range(round(GROUP_GONE_WITHIN / GROUP_POLL)):
-        if _living_members(process.pid) == 0 or not _signal_group(process, signal.SIGKILL):
-            return
-        await asyncio.sleep(GROUP_POLL)  # the kernel says nothing when a group is gone
-
-
-def _signal_group(process: asyncio.subprocess.Process, signum: int) -> bool:
-    """Signal the CLI's whole process group; False once no member of it is left."""
-    # The group outlives its leader while any member lives, and its id is not reused until
-    # then, so this reaches a CLI's children even after the CLI itself has exited.
-    try:
-        os.killpg(process.pid, signum)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # not ours to signal: nothing more we can do
-        return False
-    return True
-
-
-def _living_members(group: int) -> int | None:
-    """How many processes of ``group`` are alive, zombies not counted; None without /proc."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    living = 0
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as file:
-                stat = file.read()
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        # "pid (comm) state ppid pgrp …"; comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and fields[2] == str(group).encode() and fields[0] != b"Z":
-            living += 1
-    return living
 
 
 def _exit_words(returncode: int | None) -> str:

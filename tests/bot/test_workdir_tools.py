@@ -22,9 +22,9 @@ from bot.actions import Caller, Status
 from bot.agent_runs import RunOrigin
 from bot.outbox import OUTGOING, OutboxKind, outgoing_path
 from bot.platform import Platform
-from bot.platform_tools.processes import KEEP_BYTES
 from bot.platform_tools.records import ToolRefused
 from bot.platform_tools.workdir import MAX_FILE_BYTES
+from bot.processes import KEEP_BYTES
 from bot.settings import Settings
 from bot.store import Store
 from bot.tables import agent_runs, outbox
