@@ -37,6 +37,9 @@ class Caller:
 
 
 ToolFunction = Callable[[Any, Caller], Awaitable[Any]]
+# What a call would do, in words, for its card where the arguments alone do not show it (a
+# deploy recipe's name says nothing of the command it runs); None when there is nothing to add.
+Explainer = Callable[[Any], str | None]
 
 
 class Status(enum.StrEnum):
@@ -73,12 +76,14 @@ class Actions:
         toolbox: Mapping[str, ToolFunction],
         interactions: Interactions,
         approvals: Approvals,
+        explainers: Mapping[str, Explainer] | None = None,
     ) -> None:
         # A function gives the catalog in force at each call (aegis.yaml may have changed).
         self._catalog = catalog if callable(catalog) else (lambda: catalog)
         self.toolbox = toolbox
         self.interactions = interactions
         self.approvals = approvals
+        self.explainers = explainers if explainers is not None else {}
         self.store = interactions.store
 
     @property
@@ -153,7 +158,7 @@ class Actions:
                 kind=Kind.APPROVAL,
                 agent=agent,
                 chat_id=chat_id,
-                prompt=visible(f"{agent} wants to run {tool[:200]!r}: {decision.reason}."),
+                prompt=visible(_prompt(agent, tool, args, decision, self.explainers.get(tool))),
                 tool=tool,
                 args=args,
                 args_hash=args_hash,
@@ -208,6 +213,16 @@ class Actions:
             AuditEvent.DENIED, reason, agent=agent, tool=tool, args_hash=args_hash
         )
         return Outcome(Status.DENIED, reason)
+
+
+def _prompt(agent: str, tool: str, args: Any, decision: Gate, explainer) -> str:
+    prompt = f"{agent} wants to run {tool[:200]!r}: {decision.reason}."
+    try:
+        what = explainer(args) if explainer is not None else None
+    except Exception:  # an explanation is a courtesy; the card goes out without it
+        logger.exception("explaining a call of %s failed", tool)
+        what = None
+    return f"{prompt}\n{what}" if what else prompt
 
 
 def _retry_advice(waiting: Interaction, decision: Gate) -> str:

@@ -177,4 +177,5 @@ class Platform:
             settings=settings,
         )
         toolbox.update(platform_tools.toolbox(platform))
+        actions.explainers = platform_tools.explainers(platform)
         return platform

@@ -13,11 +13,20 @@ from typing import TYPE_CHECKING
 from bot.platform_tools import cli_builtins, conversation, deploy, records, workdir
 
 if TYPE_CHECKING:
-    from bot.actions import ToolFunction
+    from bot.actions import Explainer, ToolFunction
     from bot.platform import Platform
 
 MODULES = (records, conversation, workdir, deploy, cli_builtins)
 TOOLS = tuple(tool for module in MODULES for tool in module.TOOLS)
+
+
+def explainers(platform: Platform) -> dict[str, Explainer]:
+    """What a card says a call would do, for the tools whose arguments do not show it."""
+    found: dict[str, Explainer] = {}
+    for module in MODULES:
+        if hasattr(module, "explainers"):
+            found.update(module.explainers(platform))
+    return found
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:

@@ -16,6 +16,7 @@ and running it waits for a tap and a TOTP code.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ from bot.processes import run_bounded
 from policies.tools import Effect, ToolSpec, object_schema
 
 if TYPE_CHECKING:
-    from bot.actions import Caller, ToolFunction
+    from bot.actions import Caller, Explainer, ToolFunction
     from bot.platform import Platform
 
 DEFAULT_TIMEOUT_SECONDS = 600
@@ -66,6 +67,18 @@ TOOLS = (
         "(past 64 KB the middle is cut, and cut_bytes says how much).",
     ),
 )
+
+
+def explainers(platform: Platform) -> dict[str, Explainer]:
+    """The card for deploy.run shows what the recipe runs, not only its name."""
+
+    def what_runs(args: dict) -> str | None:
+        recipe = platform.config.current().recipes.get(args.get("recipe"))
+        if recipe is None:
+            return None
+        return f"It runs {shlex.join(recipe.command)} in {recipe.workdir}."
+
+    return {"deploy.run": what_runs}
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:

@@ -315,6 +315,8 @@ async def test_what_changes_the_machine_waits_for_a_tap_and_a_code(
     assert card.step_up is code and card.tool == tool
     assert not (workdir / "ran").exists()
     assert await platform.outbox.counts() == {"pending": 1}  # the card, and nothing else
+    if tool == "deploy.run":  # the card shows what the recipe's name stands for
+        assert card.prompt.endswith(f"It runs ./deploy.sh in {workdir}.")
 
 
 async def test_listing_the_recipes_runs_at_once(platform, workdir):
