@@ -79,10 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     token = agent_commands.add_parser(
         "token",
-        help="print an agent's MCP token (made on first use)",
-        description="Print the lasting bearer token with which an MCP client (Claude Code, "
-        "Codex, OpenCode) reaches aegis's MCP server as the agent SLUG of aegis.yaml. The "
-        "token alone goes to stdout, so $(aegis agent token SLUG) works.",
+        help="make an agent's MCP token and print it (once)",
+        description="Make the lasting bearer token with which an MCP client (Claude Code, "
+        "Codex, OpenCode) reaches aegis's MCP server as the agent SLUG of aegis.yaml, and "
+        "print it. aegis keeps only its hash, so it is shown once; --rotate makes a new one. "
+        "The token alone goes to stdout.",
     )
     token.add_argument("slug", metavar="SLUG", help="the agent, as aegis.yaml names it")
     token.add_argument(

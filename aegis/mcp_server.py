@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.actions import Outcome, Status
 from bot.agent_tokens import AgentTokens, TokenHolder
+from bot.audit import AuditEvent
 from bot.held_calls import HeldCalls
 from bot.platform import Platform
 from bot.platform_tools.cli_builtins import PROMPT_TOOL
@@ -75,8 +76,11 @@ class Tools:
         spec = catalog.agent(agent)
         if spec is None:
             return []
+        # A CLI's own built-ins (cli.*) are not tools to call: only permission_prompt asks
+        # the gate about them.
+        granted = [t for t in spec.granted_in(catalog) if not t.startswith(CLI_TOOL_PREFIX)]
         try:
-            return offered(spec.granted_in(catalog), catalog)
+            return offered(granted, catalog)
         except NameClash:
             logger.error("agent %s: two granted tools share a name; none are offered", agent)
             return []
@@ -87,7 +91,7 @@ class Tools:
                 name=tool.wire,
                 description=tool.description,
                 input_schema=tool.schema,
-                annotations=types.ToolAnnotations(read_only_hint=tool.unattended or None),
+                annotations=types.ToolAnnotations(read_only_hint=tool.reads_only or None),
             )
             for tool in self.offer(holder.agent)
         ]
@@ -106,16 +110,25 @@ class Tools:
     ) -> types.CallToolResult:
         if name == PERMISSION_PROMPT:
             return await self._permission(holder, args, progress)
-        # Wire names are one to one with tool names, so a declared tool not offered to this
-        # agent is named as itself, and a name nobody declared goes to the gate as it is: the
-        # gate refuses both (not granted) and audits the refusal, so nothing unknown runs.
-        by_wire = {wire_name(tool): tool for tool in self.platform.catalog.tools}
-        tool = by_wire.get(name, name)
-        outcome = await self._held(holder, tool, args, progress)
+        tool = {t.wire: t.name for t in self.offer(holder.agent)}.get(name)
+        if tool is None:
+            outcome = await self._not_offered(holder, name)
+        else:
+            outcome = await self._held(holder, tool, args, progress)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=tool_text(outcome))],
             is_error=not outcome.ran,
         )
+
+    async def _not_offered(self, holder: TokenHolder, name: str) -> Outcome:
+        """A name this agent was not offered is refused, never run, and the refusal audited
+        (under the declared tool's name when the wire name is one)."""
+        declared = {wire_name(tool): tool for tool in self.platform.catalog.tools}
+        reason = f"no tool called {name[:100]!r} is offered to {holder.agent}"
+        await self.platform.audit.record(
+            AuditEvent.DENIED, reason, agent=holder.agent, tool=declared.get(name, name[:200])
+        )
+        return Outcome(Status.DENIED, reason)
 
     async def _permission(self, holder: TokenHolder, args: Any, progress):
         if not isinstance(args, dict) or not isinstance(args.get("tool_name"), str):
@@ -133,12 +146,6 @@ class Tools:
 
     async def _held(self, holder: TokenHolder, tool: str, args: Any, progress) -> Outcome:
         chat_id = await self._chat_for(holder)
-        if chat_id is None:
-            return Outcome(
-                Status.DENIED,
-                "aegis knows no owner chat to ask in (set AEGIS_OWNER_IDS), so it runs nothing "
-                "that needs an approval",
-            )
         return await self.held.call(
             holder.agent, tool, args, chat_id=chat_id, run_id=holder.run_id, progress=progress
         )

@@ -7,6 +7,7 @@ the identical call, once approved. Every decision, grant use and refusal writes 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -34,6 +35,7 @@ class Caller:
     agent: str
     chat_id: int
     run_id: int | None = None
+    card: int | None = None  # the approval card whose grant this call is using, if any
 
 
 ToolFunction = Callable[[Any, Caller], Awaitable[Any]]
@@ -181,6 +183,7 @@ class Actions:
 
     async def _run(self, caller: Caller, tool, args, args_hash, interaction_id) -> Outcome:
         agent = caller.agent
+        caller = dataclasses.replace(caller, card=interaction_id)
         # A family's one function ("cli.*") stands for every tool of it that has none of its own.
         family = tool.rpartition(".")[0] + ".*"
         function = self.toolbox.get(tool) or self.toolbox.get(family)

@@ -15,7 +15,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import insert, or_, select, update
 
@@ -105,6 +105,21 @@ class AgentTokens:
         async with self.store.read() as conn:
             row = (await conn.execute(query)).first()
         return tuple(row) if row else None
+
+    async def lasting_since(self, agent: str) -> datetime | None:
+        """When ``agent``'s live lasting token was made; None if it has none."""
+        query = (
+            select(agent_tokens.c.created_at)
+            .where(
+                agent_tokens.c.agent == agent,
+                agent_tokens.c.run_id.is_(None),
+                agent_tokens.c.revoked_at.is_(None),
+            )
+            .order_by(agent_tokens.c.id.desc())
+            .limit(1)
+        )
+        async with self.store.read() as conn:
+            return (await conn.execute(query)).scalar_one_or_none()
 
     async def revoke_lasting(self, agent: str) -> int:
         """Revoke every lasting token (one made by hand, not for a run) of ``agent``."""

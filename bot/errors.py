@@ -45,3 +45,7 @@ class PolicyConfigError(ConfigError, PolicyError):
 
 class InteractionError(AegisError):
     """Raised when an interaction cannot be created or resolved as asked."""
+
+
+class ToolRefused(AegisError, ValueError):
+    """A tool call the tool cannot carry out; the message says why, and nothing was changed."""

@@ -21,9 +21,9 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.platform_tools.records import ToolRefused
+from bot.errors import ToolRefused
 
-KEEP_BYTES = 32 * 1024  # of the output's head, and as much of its tail
+KEEP_BYTES = 6 * 1024  # of the output's head, and as much of its tail: both fit a tool result
 READ_CHUNK = 65_536
 KILL_GRACE = 0.8  # SIGTERM to SIGKILL
 DRAIN_GRACE = 1.0  # after the command exits, how long its output may take to run dry

@@ -49,6 +49,7 @@ class OfferedTool:
     description: str
     schema: dict[str, Any]
     unattended: bool  # read and talk run at once; everything else waits for the owner
+    reads_only: bool  # changes nothing (what MCP's readOnlyHint promises)
 
 
 def offered(tools: Iterable[str], catalog: Catalog) -> list[OfferedTool]:
@@ -68,7 +69,8 @@ def offered(tools: Iterable[str], catalog: Catalog) -> list[OfferedTool]:
         if not unattended:
             about += " (each call waits for the owner's approval)"
         schema = dict(spec.schema) if spec else dict(ANY_OBJECT)
-        result.append(OfferedTool(wire, tool, about, schema, unattended))
+        reads_only = spec is not None and spec.effect is Effect.READ
+        result.append(OfferedTool(wire, tool, about, schema, unattended, reads_only))
     return result
 
 
@@ -76,13 +78,17 @@ def tool_text(outcome: Outcome, limit: int = RESULT_CAP) -> str:
     """What the model reads of a call's outcome: the result itself, or why there is none."""
     if outcome.status is Status.RAN:
         result = outcome.result
-        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        text = (
+            result
+            if isinstance(result, str)
+            else json.dumps(result, default=str, ensure_ascii=False)
+        )
         return capped(text, limit)
     if outcome.status is Status.DENIED:
-        return f"Refused: {outcome.reason}. Nothing was done."
+        return capped(f"Refused: {outcome.reason}. Nothing was done.", limit)
     if outcome.status is Status.GATED:
-        return outcome.reason
-    return f"Failed: {outcome.reason}"
+        return capped(outcome.reason, limit)
+    return capped(f"Failed: {outcome.reason}", limit)
 
 
 def capped(text: str, limit: int = RESULT_CAP) -> str:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, func, insert, select, update
 
 from bot.cards import visible
+from bot.errors import ToolRefused
 from bot.interaction import OPEN, Ask, Effects, Interaction, Kind, TimeoutPolicy
-from bot.platform_tools.records import ToolRefused
 from bot.store import serialize_on
 from bot.tables import agent_messages, interactions
 from bot.timeutil import now
@@ -128,8 +128,8 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
             await serialize_on(conn, f"owner.ask:{caller.agent}")
             if await _open_cards(conn, caller.agent) >= MAX_OPEN_CARDS:
                 raise ToolRefused(
-                    f"you already have {MAX_OPEN_CARDS} cards waiting for the owner; read their "
-                    "answers (owner.answer) before asking more"
+                    f"you already have {MAX_OPEN_CARDS} cards waiting for the owner (questions "
+                    "and approvals); ask more once some are answered"
                 )
             card = await interactions_.create_in(conn, ask, effects)
         await interactions_.announce(effects)

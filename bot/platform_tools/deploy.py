@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.platform_tools.records import ToolRefused
+from bot.errors import ToolRefused
 from bot.platform_tools.workdir import caller_run, ceiling
 from bot.processes import run_bounded
 from policies.tools import Effect, ToolSpec, object_schema
@@ -41,6 +41,10 @@ class DeployRecipe:
     workdir: Path
     description: str = ""
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+
+    def shown(self) -> str:
+        """What its approval card says it runs; the approval holds only for that."""
+        return f"It runs {shlex.join(self.command)} in {self.workdir}."
 
     def describe(self) -> dict:
         return {
@@ -64,7 +68,7 @@ TOOLS = (
         Effect.IRREVERSIBLE,
         object_schema({"recipe": {"type": "string", "minLength": 1, "maxLength": 100}}, "recipe"),
         "Run a deploy recipe of aegis.yaml by name. Returns its exit code and output "
-        "(past 64 KB the middle is cut, and cut_bytes says how much).",
+        "(past 12 KB the middle is cut, and cut_bytes says how much).",
     ),
 )
 
@@ -74,9 +78,7 @@ def explainers(platform: Platform) -> dict[str, Explainer]:
 
     def what_runs(args: dict) -> str | None:
         recipe = platform.config.current().recipes.get(args.get("recipe"))
-        if recipe is None:
-            return None
-        return f"It runs {shlex.join(recipe.command)} in {recipe.workdir}."
+        return recipe.shown() if recipe is not None else None
 
     return {"deploy.run": what_runs}
 
@@ -98,6 +100,15 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
             raise ToolRefused(
                 f"the workdir of deploy.{recipe.name}, {recipe.workdir}, is not a directory"
             )
+        if caller.card is not None:
+            # The grant is bound to the recipe's name; what the owner approved is the command
+            # the card showed. If aegis.yaml changed it since, this approval is not for it.
+            card = await platform.interactions.get(caller.card)
+            if card is None or not card.prompt.endswith(recipe.shown()):
+                raise ToolRefused(
+                    f"deploy.{recipe.name} changed in aegis.yaml after card #{caller.card} "
+                    "showed it; nothing was run. Ask again to approve what it runs now"
+                )
         timeout = ceiling(await caller_run(platform, caller), recipe.timeout_seconds)
         finished = await run_bounded(list(recipe.command), recipe.workdir, seconds=timeout)
         return {"recipe": recipe.name, **finished.as_dict()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from bot.errors import ToolRefused
 from bot.notes import NoteKind, add_note
 from bot.tasks import Closed, State, Task, TaskRefused, parse_label
 from policies.tools import Effect, ToolSpec, object_schema
@@ -139,10 +140,6 @@ def _labels(raw: list[str]) -> list[str]:
         return [parse_label(label) for label in raw]
     except TaskRefused as exc:
         raise ToolRefused(str(exc)) from None
-
-
-class ToolRefused(ValueError):
-    """A call the tool cannot carry out; the message says why, and nothing was changed."""
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:

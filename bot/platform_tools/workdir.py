@@ -19,9 +19,8 @@ import tempfile
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, BinaryIO
 
-from bot.errors import BrokerError
+from bot.errors import BrokerError, ToolRefused
 from bot.outbox import OUTGOING
-from bot.platform_tools.records import ToolRefused
 from bot.processes import run_bounded
 from bot.timeutil import now
 from policies.tools import Effect, ToolSpec, object_schema
@@ -48,7 +47,7 @@ TOOLS = (
             "command",
         ),
         "Run a command with /bin/sh in your working directory (default timeout 60 s). Returns "
-        "its exit code and its output (stdout and stderr together; past 64 KB the middle is "
+        "its exit code and its output (stdout and stderr together; past 12 KB the middle is "
         "cut, and cut_bytes says how much).",
     ),
     ToolSpec(

@@ -94,7 +94,9 @@ class CliSpec:
 # required" (code.claude.com/docs/en/tools-reference: Bash, PowerShell, Edit, Write,
 # NotebookEdit, WebFetch, WebSearch, Artifact, which publishes to claude.ai), MultiEdit (older
 # releases' edit tool), and Task/Agent, which start subagents (fail closed: no second context
-# whose tools we do not list). Read, Grep, Glob and LS stay: the docs call them read-only.
+# whose tools we do not list). Read, Grep, Glob and LS stay: the docs call them read-only;
+# but not inside aegis's data dir, which holds its secrets: a Read deny rule on it (an absolute
+# path is written with //) also governs Grep, Glob and LS (code.claude.com/docs/en/permissions).
 # --permission-mode default: never acceptEdits or bypassPermissions; headless, a tool that would
 # ask is refused. mcp__aegis is allowed without a prompt: aegis's gate decides each call.
 # --permission-prompt-tool names the MCP tool Claude asks about any other built-in (one neither
@@ -127,7 +129,7 @@ CLAUDE_CODE = CliSpec(
         "--permission-mode",
         "default",
         "--disallowedTools",
-        ",".join(CLAUDE_DENIED_TOOLS),
+        "{claude_denied}",
         "--allowedTools",
         ",".join((*CLAUDE_READING_TOOLS, f"mcp__{MCP_SERVER_NAME}")),
         "--permission-prompt-tool",
@@ -281,7 +283,9 @@ class CliHarness:
         rundir = None
         try:
             rundir = Path(tempfile.mkdtemp(prefix=f"aegis-run-{ctx.run.id}-"))
-            argv, env = _command(self.spec, ctx.agent, rundir, wiring.mcp_port, token)
+            argv, env = _command(
+                self.spec, ctx.agent, rundir, wiring.mcp_port, token, private=wiring.data_dir
+            )
             return await process.run([executable, *argv], workdir, env)
         finally:
             if rundir is not None:
@@ -297,6 +301,7 @@ class Wiring:
     mcp_port: int
     tokens: AgentTokens
     ledger: Ledger
+    data_dir: Path | None = None  # aegis's own data and secrets: no agent reads there
 
     @classmethod
     async def of_this_worker(cls) -> Wiring:
@@ -304,7 +309,8 @@ class Wiring:
 
         res = await resources()
         ledger = res.platform.ledger or Ledger(res.store)
-        return cls(res.settings.mcp_port, AgentTokens(res.store), ledger)
+        data_dir = res.settings.data_dir.resolve()
+        return cls(res.settings.mcp_port, AgentTokens(res.store), ledger, data_dir)
 
 
 async def _after(ctx: RunContext, wiring: Wiring, process: CliProcess, seconds: float) -> None:
@@ -355,11 +361,19 @@ def _executable(agent: AgentProfile, spec: CliSpec) -> str:
 
 
 def _command(
-    spec: CliSpec, agent: AgentProfile, rundir: Path, mcp_port: int, token: str
+    spec: CliSpec,
+    agent: AgentProfile,
+    rundir: Path,
+    mcp_port: int,
+    token: str,
+    *,
+    private: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """The CLI's arguments and environment for this run; writes the files they name."""
+    """The CLI's arguments and environment for this run; writes the files they name.
+    ``private``: a folder the CLI's own reading tools must not enter (aegis's data dir)."""
     mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
     values = {
+        "claude_denied": ",".join((*CLAUDE_DENIED_TOOLS, *_claude_private_rules(private))),
         "model": agent.model,
         "instructions": agent.instructions,
         "instructions_toml": _toml_string(agent.instructions),
@@ -384,6 +398,20 @@ def _command(
     env["PWD"] = str(agent.workdir)  # OpenCode takes its project root from PWD before cwd
     env.update(_fill(dict(spec.env), {**values, "token": token}))
     return argv, env
+
+
+def _claude_private_rules(private: Path | None) -> tuple[str, ...]:
+    """Claude Code's deny rule for reading under ``private`` (``//`` starts an absolute path in
+    its permission rules; a Read rule also governs Grep, Glob and LS). Its rule list is split
+    at commas and spaces, so a folder whose path holds one cannot be named: refused."""
+    if private is None:
+        return ()
+    if any(mark in str(private) for mark in ", ()"):
+        raise HarnessFailed(
+            f"aegis's data dir {private} holds a comma, a space or a parenthesis, so Claude Code "
+            "cannot be told to keep out of it; move AEGIS_DATA_DIR"
+        )
+    return (f"Read(//{str(private).lstrip('/')}/**)",)
 
 
 def _fill(template: Any, values: Mapping[str, str]) -> Any:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
-from bot.agent_tokens import AgentTokens
+from bot.agent_tokens import AgentTokens, TokenHolder
 from bot.tables import agent_tokens
 
 HOUR = timedelta(hours=1)
@@ -65,3 +66,20 @@ async def test_revoking_a_run_refuses_its_tokens_and_no_others(store):
     assert await tokens.verify(theirs) == "scout"
     assert await tokens.verify(lasting) == "scout"
     assert await tokens.revoke_run(5) == 0  # already revoked: nothing more to do
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_the_fast_token_lookup_agrees_with_the_sqlalchemy_one(store):
+    tokens = AgentTokens(store)
+    live = await tokens.mint("coder")
+    expired = await tokens.mint("coder", ttl=timedelta(seconds=-1))
+    run = await tokens.mint_for_run("coder", 7, timedelta(minutes=5))
+    await tokens.revoke_run(7)
+    answers = []
+    for is_sqlite in (True, False):  # the same store, read both ways
+        store.is_sqlite = is_sqlite
+        try:
+            answers.append([await tokens.identify(t) for t in (live, expired, run, "nope")])
+        finally:
+            store.is_sqlite = True
+    assert answers[0] == answers[1] == [TokenHolder("coder", None), None, None, None]

@@ -10,10 +10,9 @@ import pytest
 from bot import migrate
 from bot.actions import Caller
 from bot.config_file import load_config
-from bot.errors import PolicyConfigError
+from bot.errors import PolicyConfigError, ToolRefused
 from bot.platform import Platform
 from bot.platform_tools.deploy import DeployRecipe
-from bot.platform_tools.records import ToolRefused
 from bot.settings import Settings
 from bot.store import Store
 from tests.helpers.interactions import CHAT, SIGNER, RecordingEnqueue

@@ -9,10 +9,11 @@ import asyncio
 import pytest
 
 from bot.actions import Status
-from bot.held_calls import REFUSAL_MEMORY, HeldCalls
+from bot.held_calls import MAX_OPEN_CARDS, REFUSAL_MEMORY, HeldCalls
 from bot.interaction import Status as CardStatus
 from bot.platform import Platform
 from bot.tables import interactions
+from policies.canonical import approval_hash
 from tests.helpers.interactions import (
     ALICE,
     BUILT_TOOLS,
@@ -154,8 +155,9 @@ async def _card_appears(store) -> int:
 async def test_a_card_settled_in_this_process_wakes_its_call_without_waiting_for_a_look(
     platform, toolbox, store
 ):
-    # No look at the card comes for a minute: only the word from the tap can end the wait.
-    held = HeldCalls(platform.actions, hold=120, poll=60)
+    # No look at the card comes for a minute, and no progress note either: only the word
+    # from the tap can end the wait within the 30 s allowed here.
+    held = HeldCalls(platform.actions, hold=120, poll=60, progress_every=600)
     waiting = asyncio.create_task(call(held))
     card = await _card_appears(store)
     await asyncio.sleep(0.05)  # the call is past its first look and waiting
@@ -163,3 +165,84 @@ async def test_a_card_settled_in_this_process_wakes_its_call_without_waiting_for
     outcome = await asyncio.wait_for(waiting, timeout=30)
     assert outcome.status is Status.RAN and toolbox.calls == [("notes.write", HELLO)]
     assert held._waiting == {}  # nothing left registered
+
+
+async def test_two_identical_calls_on_one_card_run_it_once_and_ask_no_more(
+    held, platform, toolbox, store
+):
+    first = asyncio.create_task(call(held))
+    card = await _card_appears(store)
+    second = asyncio.create_task(call(held))
+    await asyncio.sleep(0.1)  # both wait on the card
+    await tap(platform, card)
+    outcomes = await asyncio.wait_for(asyncio.gather(first, second), timeout=10)
+    assert sorted(o.status for o in outcomes) == [Status.DENIED, Status.RAN]
+    [loser] = [o for o in outcomes if o.status is Status.DENIED]
+    assert "an identical call that waited on it ran once; this one did not run" in loser.reason
+    assert toolbox.calls == [("notes.write", HELLO)] and await interaction_count(store) == 1
+
+
+async def test_a_client_that_hangs_up_while_an_approved_tool_runs_does_not_stop_it(
+    held, platform, toolbox, store
+):
+    started, finish = asyncio.Event(), asyncio.Event()
+    finished = []
+
+    async def slow(args, caller):
+        started.set()
+        await finish.wait()
+        finished.append(args)
+        return "done"
+
+    platform.actions.toolbox["notes.write"] = slow
+    waiting = asyncio.create_task(call(held))
+    card = await _card_appears(store)
+    await tap(platform, card)
+    await asyncio.wait_for(started.wait(), timeout=10)
+    waiting.cancel()  # the client hangs up while the tool runs
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    finish.set()
+    for _ in range(100):
+        if finished:
+            break
+        await asyncio.sleep(0.01)
+    assert finished == [HELLO]  # it ran to its end
+    again = await call(held)  # the grant is spent: a retry is a new question, and says so
+    assert again.status is Status.GATED and "already ran once, approved on card #" in again.reason
+
+
+async def test_an_agent_with_too_many_open_cards_is_refused_a_new_one(held, store, toolbox):
+    for n in range(MAX_OPEN_CARDS):
+        assert (await call(held, args={"text": str(n)})).status is Status.GATED
+    refused = await call(held, args={"text": "one more"})
+    assert refused.status is Status.DENIED and "approval cards waiting" in refused.reason
+    assert await interaction_count(store) == MAX_OPEN_CARDS
+    # A call already waiting on its card still waits there.
+    waiting = await call(held, args={"text": "0"})
+    assert waiting.status is Status.GATED and toolbox.calls == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_the_fast_refusal_lookup_agrees_with_the_sqlalchemy_one(held, platform, store):
+    waiting = asyncio.create_task(call(held))
+    card = await _card_appears(store)
+    await tap(platform, card, "deny")
+    await waiting
+    args_hash = approval_hash("scribe", "notes.write", HELLO)
+    fast = await held._refused_before(args_hash)
+    store.is_sqlite = False  # the same store, read the way other databases are
+    try:
+        slow = await held._refused_before(args_hash)
+        none = await held._refused_before("0" * 64)
+    finally:
+        store.is_sqlite = True
+    assert fast == slow == (card, "denied") and none is None
+
+
+async def _card_appears(store) -> int:
+    for _ in range(200):
+        if await interaction_count(store):
+            return await only_card(store)
+        await asyncio.sleep(0.01)
+    raise AssertionError("no card was made")

@@ -9,6 +9,7 @@ the gate in front of them (a tap, and a code for the irreversible ones).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from datetime import timedelta
@@ -20,9 +21,9 @@ from sqlalchemy import select, update
 from bot import migrate
 from bot.actions import Caller, Status
 from bot.agent_runs import RunOrigin
+from bot.errors import ToolRefused
 from bot.outbox import OUTGOING, OutboxKind, outgoing_path
 from bot.platform import Platform
-from bot.platform_tools.records import ToolRefused
 from bot.platform_tools.workdir import MAX_FILE_BYTES
 from bot.processes import KEEP_BYTES
 from bot.settings import Settings
@@ -323,3 +324,26 @@ async def test_listing_the_recipes_runs_at_once(platform, workdir):
     outcome = await platform.actions.perform("builder", "deploy.recipes", {}, chat_id=CHAT)
     assert outcome.status is Status.RAN
     assert [recipe["name"] for recipe in outcome.result["recipes"]] == ["site"]
+
+
+async def test_an_approved_deploy_runs_only_what_its_card_showed(tmp_path, platform, workdir):
+    (workdir / "deploy.sh").write_text("#!/bin/sh\necho deployed\n")
+    (workdir / "deploy.sh").chmod(0o755)
+    (workdir / "other.sh").write_text("#!/bin/sh\ntouch other-ran\n")
+    (workdir / "other.sh").chmod(0o755)
+    gated = await platform.actions.perform(
+        "builder", "deploy.run", {"recipe": "site"}, chat_id=CHAT
+    )
+    card = gated.interaction_id
+    run = platform.actions.toolbox["deploy.run"]
+    shown = await run({"recipe": "site"}, Caller("builder", CHAT, card=card))
+    assert shown["exit_code"] == 0 and "deployed" in shown["output"]
+
+    # The owner approved ./deploy.sh; aegis.yaml now says something else under that name.
+    changed = CONFIG.format(workdir=workdir).replace("[./deploy.sh]", "[./other.sh]")
+    (tmp_path / "aegis.yaml").write_text(changed)
+    await asyncio.sleep(1.1)  # the file is looked at once a second
+    assert platform.config.current().recipes["site"].command == ("./other.sh",)
+    with pytest.raises(ToolRefused, match=f"changed in aegis.yaml after card #{card}"):
+        await run({"recipe": "site"}, Caller("builder", CHAT, card=card))
+    assert not (workdir / "other-ran").exists()

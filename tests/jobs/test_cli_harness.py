@@ -619,6 +619,23 @@ def test_claude_code_denies_its_mutating_tools_and_allows_only_reading_ones(tmp_
     assert "--strict-mcp-config" in argv and "--dangerously-skip-permissions" not in argv
 
 
+def test_claude_code_is_kept_out_of_aegis_data_dir(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.CLAUDE_CODE
+    private = tmp_path / "data"
+    argv, _ = _command(
+        CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=private
+    )
+    denied = argv[argv.index("--disallowedTools") + 1].split(",")
+    assert f"Read(//{str(private).lstrip('/')}/**)" in denied
+    assert set(CLAUDE_DENIED_TOOLS) <= set(denied)
+    with pytest.raises(HarnessFailed, match="cannot be told to keep out of it"):
+        _command(
+            CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=tmp_path / "a b"
+        )
+
+
 def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
     rundir = tmp_path / "run"
     rundir.mkdir()
