@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime
 
-from aegis.mcp_server import MCP_PATH
+from aegis.mcp_listener import MCP_PATH
 from bot import migrate
 from bot.agent_tokens import AgentTokens
 from bot.config_file import load_config

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from mcp.server.lowlevel import Server
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from aegis.mcp_listener import MCP_PATH
 from bot.actions import Outcome, Status
 from bot.agent_tokens import AgentTokens, TokenHolder
 from bot.audit import AuditEvent
@@ -41,7 +43,6 @@ from bot.platform_tools.cli_builtins import PROMPT_TOOL
 from bot.tool_offer import NameClash, OfferedTool, offered, tool_text, wire_name
 
 logger = logging.getLogger(__name__)
-MCP_PATH = "/mcp"
 PERMISSION_PROMPT = PROMPT_TOOL
 CLI_TOOL_PREFIX = "cli."
 HOLDER = "aegis_token_holder"  # where a verified request keeps who it speaks for
@@ -253,18 +254,13 @@ class _QuietServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serving(tools: Tools, port: int) -> AsyncIterator[uvicorn.Server]:
-    """Serve the MCP app on the loopback ``port`` until the block ends."""
+async def serving(tools: Tools, sock: socket.socket) -> AsyncIterator[uvicorn.Server]:
+    """Serve the MCP app on ``sock`` (bound to the loopback port) until the block ends."""
     config = uvicorn.Config(
-        create_mcp_app(tools),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
+        create_mcp_app(tools), log_level="warning", access_log=False, lifespan="on"
     )
     server = _QuietServer(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         # uvicorn says it is listening only through this flag.
         while not server.started and not task.done():  # noqa: ASYNC110
@@ -274,10 +270,7 @@ async def serving(tools: Tools, port: int) -> AsyncIterator[uvicorn.Server]:
                 task.result()
             except SystemExit:  # how uvicorn reports a port it could not bind
                 pass
-            raise OSError(
-                f"the MCP server cannot listen on 127.0.0.1:{port} (is the port in use? "
-                "set AEGIS_MCP_PORT)"
-            )
+            raise OSError("the MCP server stopped as it started")
         yield server
     finally:
         server.should_exit = True

@@ -17,8 +17,7 @@ from dramatiq.brokers.redis import RedisBroker
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 
-from aegis.mcp_server import MCP_PATH, Tools
-from aegis.mcp_server import serving as mcp_serving
+from aegis.mcp_listener import MCP_PATH, listening
 from aegis.runtime import make_queue_depths, open_store
 from bot.agent_tokens import AgentTokens
 from bot.errors import StoreError, TransportError
@@ -123,14 +122,14 @@ async def _start_mcp(stack: contextlib.AsyncExitStack, settings: Settings, servi
     log and /healthz say why agents cannot reach it."""
     platform = services.platform
     chats = owner_chats(settings)
-    tools = Tools(
-        platform,
-        AgentTokens(services.store),
-        HeldCalls(platform.actions, hold=settings.mcp_hold_seconds),
-        owner_chat=chats[0] if chats else None,
-    )
+    tools = {  # aegis.mcp_server.Tools, made when the first client connects
+        "platform": platform,
+        "tokens": AgentTokens(services.store),
+        "held": HeldCalls(platform.actions, hold=settings.mcp_hold_seconds),
+        "owner_chat": chats[0] if chats else None,
+    }
     try:
-        await stack.enter_async_context(mcp_serving(tools, settings.mcp_port))
+        await stack.enter_async_context(listening(settings.mcp_port, tools))
     except OSError as exc:
         logger.error("%s", exc)
         return False

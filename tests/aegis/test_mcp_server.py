@@ -391,3 +391,15 @@ async def test_a_cli_agent_may_ask_about_its_built_ins_and_no_other_agent_may(st
 
 def running_platform(stack):
     return stack.services.platform
+
+
+def test_a_port_in_use_is_named_with_the_setting_to_change():
+    from aegis.mcp_listener import bind_loopback
+
+    held = bind_loopback(0)
+    port = held.getsockname()[1]
+    try:
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}.*AEGIS_MCP_PORT"):
+            bind_loopback(port)
+    finally:
+        held.close()

@@ -1,0 +1,67 @@
+"""The MCP server's port, held from the start; the server itself loaded on its first caller.
+
+The ``mcp`` SDK costs about half a second and 50 MB to import, and most hours no agent calls.
+So the web process binds the loopback port at once (a port in use is reported at start, and
+the kernel queues the first connections), and only when a client connects does it import the
+SDK, off the event loop, and serve on that same socket (aegis/mcp_server.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+logger = logging.getLogger(__name__)
+MCP_PATH = "/mcp"
+BACKLOG = 128
+
+
+def bind_loopback(port: int) -> socket.socket:
+    """The listening socket on 127.0.0.1:``port``; OSError, in words, if it cannot be had."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise OSError(
+            f"the MCP server cannot listen on 127.0.0.1:{port} ({exc.strerror}; is the port in "
+            "use? set AEGIS_MCP_PORT)"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def listening(port: int, tools: Any) -> AsyncIterator[None]:
+    """Hold the port while the block runs; serve ``tools`` (aegis.mcp_server.Tools' parts)
+    from the first connection on."""
+    sock = bind_loopback(port)
+    task = asyncio.create_task(_serve_when_called(sock, tools))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(task, timeout=6)
+        sock.close()
+
+
+async def _serve_when_called(sock: socket.socket, parts: Any) -> None:
+    loop = asyncio.get_running_loop()
+    called = asyncio.Event()
+    loop.add_reader(sock.fileno(), called.set)  # a listening socket is readable: a connection
+    try:
+        await called.wait()
+    finally:
+        loop.remove_reader(sock.fileno())
+    server = await asyncio.to_thread(importlib.import_module, "aegis.mcp_server")
+    logger.info("an MCP client connected: the MCP server is loaded")
+    async with server.serving(server.Tools(**parts), sock):
+        await asyncio.Event().wait()  # until cancelled
