@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -130,7 +130,7 @@ class Outbox:
         row["reply_to_outbox"] = reply_to_outbox
         try:
             async with self.store.write() as conn:
-                result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
+                result = await conn.execute(INSERT_RETURNING_ID, row)
                 return result.scalar_one(), True
         except IntegrityError:
             if idempotency_key is None:
@@ -196,7 +196,7 @@ class Outbox:
         if self._nothing_to_claim(message_id, moment):
             return None
         async with self.store.write() as conn:
-            return await _claim(conn, _next_in_chat_of(message_id, moment), moment)
+            return await _claim_next_in_chat(conn, message_id, moment)
 
     def _nothing_to_claim(self, message_id: int, moment: datetime) -> bool:
         """SQLite: True when a read shows the claim would find nothing, so no write is spent.
@@ -226,24 +226,25 @@ class Outbox:
         draining a chat spends one transaction per message, not two)."""
         ids = [*message.telegram_message_ids, telegram_message_id]
         moment = now()
-        values: dict[str, Any] = {"lease_until": moment + LEASE}
         done = len(ids) == len(message.parts)
-        if done:
-            values = {"status": OutboxStatus.SENT, "sent_at": moment, "last_error": None}
+        held = {"id_": message.id, "held_lease": message.lease_until}
         async with self.store.write() as conn:
-            recorded = await conn.execute(
-                update(outbox)
-                .where(outbox.c.id == message.id, *_still_held(message))
-                .values(parts_sent=len(ids), telegram_message_ids=ids, **values)
-            )
+            if done:
+                values = {"status": OutboxStatus.SENT, "sent_at": moment, "last_error": None}
+                statement = RECORD_LAST_PART
+            else:
+                values = {"lease_until": moment + LEASE}
+                statement = RECORD_PART
+            values.update(held, parts_sent=len(ids), telegram_message_ids=ids)
+            recorded = await conn.execute(statement, values)
             if recorded.rowcount != 1:
                 raise LeaseLost(f"outbox {message.id} was taken over by another delivery")
             following = None
             if done and claim_next:
-                following = await _claim(conn, _next_in_chat_of(message.id, moment), moment)
+                following = await _claim_next_in_chat(conn, message.id, moment)
         message.telegram_message_ids = ids
         message.parts_sent = len(ids)
-        message.lease_until = values.get("lease_until")
+        message.lease_until = None if done else values["lease_until"]
         return following
 
     # A delivery passes the message it claimed (``held``): the change then applies only while
@@ -350,18 +351,58 @@ def _next_in_chat_of(message_id: int, moment):
     return outbox.c.id == oldest
 
 
-async def _claim(conn, condition, moment) -> OutgoingMessage | None:
-    result = await conn.execute(
+# The delivery's hot statements, built once: a statement built anew for each call costs more to
+# build and to look up in SQLAlchemy's cache of compiled SQL than SQLite needs to run it, and a
+# delivery runs them with the file's write lock held.
+INSERT_RETURNING_ID = insert(outbox).returning(outbox.c.id)
+_HELD = (
+    outbox.c.id == bindparam("id_"),
+    outbox.c.status == OutboxStatus.SENDING,
+    outbox.c.lease_until == bindparam("held_lease", type_=outbox.c.lease_until.type),
+)
+RECORD_PART = (
+    update(outbox)
+    .where(*_HELD)
+    .values(
+        parts_sent=bindparam("parts_sent"),
+        telegram_message_ids=bindparam("telegram_message_ids"),
+        lease_until=bindparam("lease_until"),
+    )
+)
+RECORD_LAST_PART = (
+    update(outbox)
+    .where(*_HELD)
+    .values(
+        parts_sent=bindparam("parts_sent"),
+        telegram_message_ids=bindparam("telegram_message_ids"),
+        status=bindparam("status"),
+        sent_at=bindparam("sent_at"),
+        last_error=bindparam("last_error"),
+    )
+)
+
+
+def _claim_statement():
+    moment = bindparam("moment", type_=outbox.c.lease_until.type)
+    return (
         update(outbox)
-        .where(condition, _claimable(outbox, moment))
+        .where(
+            _next_in_chat_of(bindparam("of_message"), moment),
+            _claimable(outbox, moment),
+        )
         .values(
             status=OutboxStatus.SENDING,
-            lease_until=moment + LEASE,
+            lease_until=bindparam("lease_until", type_=outbox.c.lease_until.type),
             attempts=outbox.c.attempts + 1,
         )
         .returning(*outbox.c)
     )
-    row = result.first()
+
+
+async def _claim_next_in_chat(conn, message_id: int, moment) -> OutgoingMessage | None:
+    """Claim the oldest undelivered row of ``message_id``'s chat, if it is claimable now."""
+    params = {"of_message": message_id, "moment": moment, "lease_until": moment + LEASE}
+    row = (await conn.execute(CLAIM_NEXT_IN_CHAT, params)).first()
     return _message(row) if row else None
 
 
@@ -393,3 +434,6 @@ def _message(row: Any) -> OutgoingMessage:
         edit_of=row.edit_of,
         reply_to_outbox=row.reply_to_outbox,
     )
+
+
+CLAIM_NEXT_IN_CHAT = _claim_statement()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import String, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -202,19 +202,19 @@ class Tasks:
             "created_at": moment,
             "updated_at": moment,
         }
-        is_this = tasks.c.capture_key == capture.key
+        key = {"capture_key": capture.key}
         try:
             async with self.store.write() as conn:
                 # Look first: a failed insert would use up an id on Postgres (task 3 after 1).
-                row = (await conn.execute(_locked(is_this))).first()
+                row = (await conn.execute(CAPTURED_AS, key)).first()
                 if row is not None:
                     return await self._seen_before(conn, Task.from_row(row), capture)
-                row = (await conn.execute(insert(tasks).values(**values).returning(tasks))).one()
+                row = (await conn.execute(INSERT_TASK, values)).one()
                 return Captured(Task.from_row(row), new=True)
         except IntegrityError:
             pass  # a concurrent capture of the same message (or album) won the insert
         async with self.store.write() as conn:
-            row = (await conn.execute(_locked(is_this))).one()
+            row = (await conn.execute(CAPTURED_AS, key)).one()
             return await self._seen_before(conn, Task.from_row(row), capture)
 
     async def create(
@@ -497,6 +497,12 @@ def _locked(condition):
     overwriting each other). SQLite needs no lock: a write transaction there holds the whole
     database, and SQLAlchemy leaves FOR UPDATE out."""
     return select(tasks).where(condition).with_for_update()
+
+
+# Capture's statements, built once: every message the bot is sent runs them, with the file's
+# write lock held, and a statement built anew costs more to build than to run.
+CAPTURED_AS = _locked(tasks.c.capture_key == bindparam("capture_key", type_=String))
+INSERT_TASK = insert(tasks).returning(tasks)
 
 
 def _note_text(task: Task) -> str:
