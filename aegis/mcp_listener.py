@@ -14,6 +14,7 @@ import importlib
 import logging
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -38,22 +39,30 @@ def bind_loopback(port: int) -> socket.socket:
     return sock
 
 
+@dataclass
+class Listener:
+    """Whether the MCP server can answer: its port is held and it has not failed."""
+
+    live: bool = True
+
+
 @contextlib.asynccontextmanager
-async def listening(port: int, tools: Any) -> AsyncIterator[None]:
+async def listening(port: int, tools: Any) -> AsyncIterator[Listener]:
     """Hold the port while the block runs; serve ``tools`` (aegis.mcp_server.Tools' parts)
     from the first connection on."""
     sock = bind_loopback(port)
-    task = asyncio.create_task(_serve_when_called(sock, tools))
+    listener = Listener()
+    task = asyncio.create_task(_serve_when_called(sock, tools, listener))
     try:
-        yield
+        yield listener
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=6)
         sock.close()
 
 
-async def _serve_when_called(sock: socket.socket, parts: Any) -> None:
+async def _serve_when_called(sock: socket.socket, parts: Any, listener: Listener) -> None:
     loop = asyncio.get_running_loop()
     called = asyncio.Event()
     loop.add_reader(sock.fileno(), called.set)  # a listening socket is readable: a connection
@@ -61,7 +70,14 @@ async def _serve_when_called(sock: socket.socket, parts: Any) -> None:
         await called.wait()
     finally:
         loop.remove_reader(sock.fileno())
-    server = await asyncio.to_thread(importlib.import_module, "aegis.mcp_server")
-    logger.info("an MCP client connected: the MCP server is loaded")
-    async with server.serving(server.Tools(**parts), sock):
-        await asyncio.Event().wait()  # until cancelled
+    try:
+        server = await asyncio.to_thread(importlib.import_module, "aegis.mcp_server")
+        async with server.serving(server.Tools(**parts), sock):
+            logger.info("an MCP client connected: the MCP server is loaded and serving")
+            await asyncio.Event().wait()  # until cancelled
+    except Exception:
+        # Refuse connections rather than leave them hanging on a port nobody serves; the
+        # bot goes on, and /healthz says the MCP server is down.
+        logger.exception("the MCP server could not start; agents cannot reach aegis over MCP")
+        listener.live = False
+        sock.close()

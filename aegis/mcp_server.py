@@ -246,11 +246,18 @@ def create_mcp_app(tools: Tools) -> Starlette:
 
 
 class _QuietServer(uvicorn.Server):
-    """uvicorn inside the web process's loop: the process's own signal handling stays."""
+    """uvicorn inside the web process's loop: the process's own signal handling stays, and a
+    failed start is an error of this server, not the process's exit (uvicorn calls sys.exit)."""
 
     @contextlib.contextmanager
     def capture_signals(self):
         yield
+
+    async def serve(self, sockets=None) -> None:
+        try:
+            await super().serve(sockets)
+        except SystemExit as exc:
+            raise RuntimeError(f"the MCP server did not start (uvicorn: {exc.code})") from None
 
 
 @contextlib.asynccontextmanager
@@ -266,11 +273,8 @@ async def serving(tools: Tools, sock: socket.socket) -> AsyncIterator[uvicorn.Se
         while not server.started and not task.done():  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         if task.done():
-            try:
-                task.result()
-            except SystemExit:  # how uvicorn reports a port it could not bind
-                pass
-            raise OSError("the MCP server stopped as it started")
+            task.result()  # raises why it could not start
+            raise RuntimeError("the MCP server stopped as it started")
         yield server
     finally:
         server.should_exit = True

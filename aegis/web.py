@@ -17,7 +17,7 @@ from dramatiq.brokers.redis import RedisBroker
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 
-from aegis.mcp_listener import MCP_PATH, listening
+from aegis.mcp_listener import MCP_PATH, Listener, listening
 from aegis.runtime import make_queue_depths, open_store
 from bot.agent_tokens import AgentTokens
 from bot.errors import StoreError, TransportError
@@ -54,7 +54,7 @@ class WebContext:
     services: Services | None = None
     intake: Intake | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-    mcp: bool = False  # the MCP server is listening
+    mcp: Listener | None = None  # the MCP server's port, while it is held
     background: set[asyncio.Task] = field(default_factory=set)
 
 
@@ -117,7 +117,9 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
     await store.close()
 
 
-async def _start_mcp(stack: contextlib.AsyncExitStack, settings: Settings, services) -> bool:
+async def _start_mcp(
+    stack: contextlib.AsyncExitStack, settings: Settings, services
+) -> Listener | None:
     """The MCP server on its loopback port. If it cannot listen the bot still runs, and the
     log and /healthz say why agents cannot reach it."""
     platform = services.platform
@@ -129,12 +131,12 @@ async def _start_mcp(stack: contextlib.AsyncExitStack, settings: Settings, servi
         "owner_chat": chats[0] if chats else None,
     }
     try:
-        await stack.enter_async_context(listening(settings.mcp_port, tools))
+        listener = await stack.enter_async_context(listening(settings.mcp_port, tools))
     except OSError as exc:
         logger.error("%s", exc)
-        return False
+        return None
     logger.info("MCP server for agents at http://127.0.0.1:%s%s", settings.mcp_port, MCP_PATH)
-    return True
+    return listener
 
 
 def _services(settings: Settings, store, context: WebContext) -> Services:
@@ -259,7 +261,7 @@ async def health(request: web.Request) -> web.Response:
     checks = {
         "telegram": context.ready.is_set(),
         "database": await _database_ok(context),
-        "mcp": context.mcp,
+        "mcp": context.mcp is not None and context.mcp.live,
     }
     ok = all(checks.values())
     return web.json_response({"ok": ok, **checks}, status=200 if ok else 503)

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sqlalchemy import case, func, select
@@ -43,6 +45,7 @@ from bot.timeutil import now
 from policies.canonical import approval_hash
 from policies.decision import Gate, decide
 
+logger = logging.getLogger(__name__)
 HOLD_SECONDS = 25.0
 # How often a held call looks at its card (one indexed read) when no word comes that it was
 # settled: a card settled in this process wakes its calls at once; this catches the rest (one
@@ -68,6 +71,14 @@ async def _no_progress(done: float, total: float, message: str) -> None:
     return None
 
 
+@dataclass
+class Turn:
+    """Identical calls woken by one approved card take turns to use its one grant."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    wanted: int = 0
+
+
 class HeldCalls:
     def __init__(
         self,
@@ -84,8 +95,9 @@ class HeldCalls:
         self.progress_every = progress_every
         self._waiting: dict[int, set[asyncio.Event]] = {}
         self._held = Counter()  # agent -> calls held now
-        # args hash -> (the turn to use its grant, how many calls want it)
-        self._settling: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._settling: dict[str, Turn] = {}  # args hash -> the turn to use its grant
+        self._asking: dict[str, asyncio.Lock] = {}  # agent -> one gated call asks at a time
+        self._running: set[asyncio.Task] = set()  # calls under way, kept until they end
         actions.interactions.settled_listeners.append(self._wake)
 
     def _wake(self, card: int) -> None:
@@ -106,12 +118,17 @@ class HeldCalls:
         or ``hold`` seconds have passed, whichever is first. ``chat_id`` None: no chat to ask
         in, so only what the gate allows outright can run."""
         if isinstance(decide(self.actions.catalog, agent, tool, args), Gate):
-            refused = await self._before_asking(agent, tool, args, chat_id)
-            if refused is not None:
-                return refused
-        # Past this point a chat is only needed for a card, and a card needs one (above).
-        chat_id = chat_id if chat_id is not None else 0
-        outcome = await self._perform(agent, tool, args, chat_id, run_id)
+            # One gated call of an agent at a time counts its cards and makes its own, so calls
+            # sent together cannot all pass the cap (one web process serves MCP).
+            async with self._asking.setdefault(agent, asyncio.Lock()):
+                refused = await self._before_asking(agent, tool, args, chat_id)
+                if refused is not None:
+                    return refused
+                outcome = await self._perform(agent, tool, args, chat_id, run_id)
+        else:
+            # A chat is only needed for a card, and only a gated call makes one.
+            chat_id = chat_id if chat_id is not None else 0
+            outcome = await self._perform(agent, tool, args, chat_id, run_id)
         if outcome.status is not Status.GATED:
             return outcome
         card = outcome.interaction_id
@@ -161,32 +178,58 @@ class HeldCalls:
         # the same card take turns here: the first uses the grant, and the others, finding it
         # gone, must not ask again.
         args_hash = approval_hash(agent, tool, args)
-        turn, waiting = self._settling.get(args_hash, (asyncio.Lock(), 0))
-        self._settling[args_hash] = (turn, waiting + 1)
+        turn = self._settling.setdefault(args_hash, Turn())
+        turn.wanted += 1
         try:
-            async with turn:
-                if not await self.actions.approvals.has_live_grant(args_hash):
-                    return Outcome(
-                        Status.DENIED,
-                        f"card #{card} was approved and an identical call that waited on it "
-                        "ran once; this one did not run. Call again to ask for it to run again",
-                        None,
-                        card,
-                    )
-                return await self._perform(agent, tool, args, chat_id, run_id)
-        finally:
-            turn, waiting = self._settling[args_hash]
-            if waiting == 1:
-                del self._settling[args_hash]
-            else:
-                self._settling[args_hash] = (turn, waiting - 1)
+            await turn.lock.acquire()
+        except BaseException:
+            self._leave(args_hash, turn, locked=False)
+            raise
+        # The turn is held until the call that uses the grant has ended, even if its client
+        # hangs up meanwhile (so the next in line finds the grant used, and asks nothing).
+        try:
+            live = await self.actions.approvals.has_live_grant(args_hash)
+        except BaseException:
+            self._leave(args_hash, turn, locked=True)
+            raise
+        if not live:
+            self._leave(args_hash, turn, locked=True)
+            return Outcome(
+                Status.DENIED,
+                f"card #{card} was approved and an identical call that waited on it ran once; "
+                "this one did not run. Call again to ask for it to run again",
+                None,
+                card,
+            )
+        return await self._perform(
+            agent, tool, args, chat_id, run_id, then=lambda: self._leave(args_hash, turn, True)
+        )
 
-    async def _perform(self, agent, tool, args, chat_id, run_id) -> Outcome:
-        # Shielded: once a call may have used its grant, the tool runs to its end even if the
-        # client hangs up (its result is then lost to the client, never half-done).
-        return await asyncio.shield(
+    def _leave(self, args_hash: str, turn: Turn, locked: bool) -> None:
+        if locked:
+            turn.lock.release()
+        turn.wanted -= 1
+        if turn.wanted == 0 and self._settling.get(args_hash) is turn:
+            del self._settling[args_hash]
+
+    async def _perform(self, agent, tool, args, chat_id, run_id, then=None) -> Outcome:
+        """The call through the gate, as a task of its own: once a call may use its grant, the
+        tool runs to its end even if the client hangs up (its result is then lost to the
+        client, never half-done), and how it ended is still seen (``then``, and the log)."""
+        task = asyncio.ensure_future(
             self.actions.perform(agent, tool, args, chat_id=chat_id, run_id=run_id)
         )
+        self._running.add(task)
+
+        def ended(task: asyncio.Task) -> None:
+            self._running.discard(task)
+            if then is not None:
+                then()
+            if not task.cancelled() and task.exception() is not None:
+                logger.error("%s's call of %s failed", agent, tool, exc_info=task.exception())
+
+        task.add_done_callback(ended)
+        return await asyncio.shield(task)
 
     async def _card(self, card: int) -> tuple[str | None, str | None]:
         if self.store.is_sqlite:

@@ -403,3 +403,18 @@ def test_a_port_in_use_is_named_with_the_setting_to_change():
             bind_loopback(port)
     finally:
         held.close()
+
+
+async def test_a_server_that_cannot_start_refuses_agents_and_says_so(caplog):
+    from aegis.mcp_listener import listening
+    from tests.helpers.stack import free_port
+
+    port = free_port()
+    async with listening(port, {"not": "the tools"}) as listener:
+        assert listener.live  # the port is held; nothing is loaded until an agent calls
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        await eventually(lambda: not listener.live)
+        writer.close()
+        with pytest.raises(ConnectionRefusedError):  # refused, not left hanging
+            await asyncio.open_connection("127.0.0.1", port)
+    assert "the MCP server could not start" in caplog.text

@@ -246,3 +246,39 @@ async def _card_appears(store) -> int:
             return await only_card(store)
         await asyncio.sleep(0.01)
     raise AssertionError("no card was made")
+
+
+async def test_calls_sent_together_cannot_pass_the_card_cap(held, store):
+    calls = [call(held, args={"text": str(n)}) for n in range(3 * MAX_OPEN_CARDS)]
+    outcomes = await asyncio.gather(*calls)
+    assert sum(o.status is Status.GATED for o in outcomes) == MAX_OPEN_CARDS
+    assert await interaction_count(store) == MAX_OPEN_CARDS
+
+
+async def test_the_next_identical_call_waits_for_the_one_using_the_grant_to_end(
+    held, platform, toolbox, store
+):
+    started, finish = asyncio.Event(), asyncio.Event()
+
+    async def slow(args, caller):
+        started.set()
+        await finish.wait()
+        return "done"
+
+    platform.actions.toolbox["notes.write"] = slow
+    card = (await call(held)).interaction_id  # held, then told to retry
+    await tap(platform, card)
+    # Two identical calls woken by the approval, the first to take the turn gets the grant.
+    woken = ("scribe", "notes.write", HELLO, CHAT, None)
+    first = asyncio.create_task(held._settled(card, "approved", *woken))
+    await asyncio.wait_for(started.wait(), timeout=10)
+    second = asyncio.create_task(held._settled(card, "approved", *woken))
+    await asyncio.sleep(0.05)
+    first.cancel()  # its client hangs up while the tool runs
+    await asyncio.sleep(0.05)
+    assert not second.done()  # the turn is still the running call's
+    finish.set()
+    outcome = await asyncio.wait_for(second, timeout=10)
+    assert outcome.status is Status.DENIED and "this one did not run" in outcome.reason
+    assert await interaction_count(store) == 1  # nobody was asked again
+    assert held._settling == {} and held._running == set()
