@@ -118,7 +118,7 @@ class Actions:
         return await self._gated(caller, tool, args, args_hash, decision, continuation)
 
     async def _gated(self, caller, tool, args, args_hash, decision: Gate, continuation) -> Outcome:
-        agent, chat_id = caller.agent, caller.chat_id
+        agent = caller.agent
         effects = Effects()
         # The lookup is a read; only a call that finds a grant pays for the write that uses it.
         may_have_grant = await self.approvals.has_live_grant(args_hash)
@@ -128,6 +128,18 @@ class Actions:
                 if may_have_grant
                 else None
             )
+            open_card = None
+            if granted_by_card is None:
+                await serialize_on(conn, f"approval:{args_hash}")  # identical calls: one card
+                open_card = await self.interactions.open_for_hash(
+                    conn, args_hash, step_up=decision.step_up
+                )
+                if open_card is None and not may_have_grant:
+                    # No card open: it may have been approved since the read above, and then
+                    # its grant is this call's, not a reason to ask again.
+                    granted_by_card = await Approvals.consume(
+                        conn, args_hash, step_up=decision.step_up
+                    )
             if granted_by_card is not None:
                 await Audit.add(
                     conn,
@@ -140,7 +152,7 @@ class Actions:
                 )
             else:
                 waiting = await self._waiting_card(
-                    conn, agent, tool, args, args_hash, decision, chat_id, continuation, effects
+                    conn, open_card, caller, tool, args, args_hash, decision, continuation, effects
                 )
         await self.interactions.announce(effects)
         if granted_by_card is not None:
@@ -148,11 +160,10 @@ class Actions:
         return Outcome(Status.GATED, _retry_advice(waiting, decision), interaction_id=waiting.id)
 
     async def _waiting_card(
-        self, conn, agent, tool, args, args_hash, decision, chat_id, continuation, effects
+        self, conn, waiting, caller, tool, args, args_hash, decision, continuation, effects
     ) -> Interaction:
-        """The open card for this exact call, or a new one; either way, audited."""
-        await serialize_on(conn, f"approval:{args_hash}")  # identical calls at once: one card
-        waiting = await self.interactions.open_for_hash(conn, args_hash, step_up=decision.step_up)
+        """The open card for this exact call (``waiting``), or a new one; either way, audited."""
+        agent, chat_id = caller.agent, caller.chat_id
         if waiting is not None:
             event, detail = AuditEvent.WAITING, f"card #{waiting.id} is still open"
         else:

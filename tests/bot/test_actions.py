@@ -86,6 +86,23 @@ async def test_the_demo_agents_read_runs_with_the_built_in_toolbox(tmp_path, sto
     assert outcome.ran and outcome.result.startswith("the server clock says")
 
 
+async def test_a_card_approved_just_after_the_quick_look_is_used_not_asked_again(
+    platform, store, toolbox, monkeypatch
+):
+    card_id = (await perform(platform)).interaction_id
+    await approve(platform, card_id)
+
+    # The quick look for a grant ran before the tap committed (it says none); the write that
+    # follows finds the card settled, and must use its grant rather than make a new card.
+    async def looked_too_early(args_hash):
+        return False
+
+    monkeypatch.setattr(platform.approvals, "has_live_grant", looked_too_early)
+    ran = await perform(platform)
+    assert ran.status is Status.RAN and ran.interaction_id == card_id
+    assert await interaction_count(store) == 1 and toolbox.calls == [("notes.write", HELLO)]
+
+
 async def test_a_write_waits_on_one_card_then_runs_once_when_approved(platform, store, toolbox):
     outcomes = [await perform(platform) for _ in range(5)]
 
