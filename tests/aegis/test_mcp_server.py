@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 
 import httpx2
@@ -398,6 +399,9 @@ def test_a_port_in_use_is_named_with_the_setting_to_change():
 
     held = bind_loopback(0)
     port = held.getsockname()[1]
+    # asyncio turns Nagle off only on sockets that say TCP; with it on, each streamed reply
+    # waited 40 ms for the client's delayed ACK.
+    assert held.proto == socket.IPPROTO_TCP
     try:
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}.*AEGIS_MCP_PORT"):
             bind_loopback(port)
