@@ -41,7 +41,8 @@ from bot.platform import Platform
 from bot.settings import Settings
 from bot.store import Store
 from bot.tables import agent_runs, tasks
-from bot.tasks import State, Tasks
+from bot.task import State
+from bot.tasks import Tasks
 from bot.timeutil import now
 
 AGENTS = ("clerk", "reader", "thinker")  # thinker is expensive

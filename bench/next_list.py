@@ -20,7 +20,8 @@ from sqlalchemy import insert, text
 from bot import migrate, search
 from bot.store import Store
 from bot.tables import tasks
-from bot.tasks import State, Tasks
+from bot.task import State
+from bot.tasks import Tasks
 from bot.timeutil import now
 
 QUERY_TARGET_MS = 20

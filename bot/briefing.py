@@ -19,8 +19,9 @@ from bot.cards import clip, visible
 from bot.interaction import Interaction
 from bot.interactions import Interactions
 from bot.tables import agent_runs
+from bot.task import Page, State
 from bot.task_views import PAGE_KIND, task_line
-from bot.tasks import Page, State, Tasks
+from bot.tasks import Tasks
 from bot.timeutil import now, short_time
 
 BRIEFING_KIND = "brief"  # brief:pending:go resends the open cards, as /pending does

@@ -37,7 +37,7 @@ from bot.config_agents import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import PolicyConfigError
 from bot.platform_tools import cli_builtins
 from bot.platform_tools.deploy import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, DeployRecipe
-from bot.tasks import TaskRefused, parse_label
+from bot.task import TaskRefused, parse_label
 from bot.triage import OUTCOMES, Conditions, TriageRule
 from policies.tools import AgentSpec, Catalog, Effect, SchemaRefused, ToolSpec
 

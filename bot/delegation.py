@@ -28,7 +28,7 @@ from bot.agent_runs import ACTIVE, AgentRun, RunOrigin, RunRefused, RunState
 from bot.agents import AgentProfile, HarnessKind, TaskHandler
 from bot.platform import Platform
 from bot.tables import agent_runs, tasks
-from bot.tasks import State, Task, TaskRefused
+from bot.task import State, Task, TaskRefused
 from bot.timeutil import now
 
 HELD = (State.INBOX, State.WAITING, State.REFERENCE)  # a person holds these; never delegated

@@ -16,7 +16,8 @@ from bot.cards import clip, visible
 from bot.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
 from bot.interactions import Interactions
 from bot.store import Store
-from bot.tasks import Closed, State, Task, TaskRefused, Tasks
+from bot.task import Closed, State, Task, TaskRefused
+from bot.tasks import Tasks
 from bot.triage import OUTCOMES, Triage, Triager, suggest
 
 ASKER = "triage"

@@ -25,7 +25,8 @@ from bot.outbox import Outbox
 from bot.run_views import progress_text
 from bot.settings import Settings
 from bot.store import Store
-from bot.tasks import Task, Tasks
+from bot.task import Task
+from bot.tasks import Tasks
 from bot.triage import RuleTriager, Triage
 from policies.tools import Catalog
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 
 from bot.agent_runs import AgentRun, RunState
-from bot.tasks import Closed, State, TaskRefused, Tasks
+from bot.task import Closed, State, TaskRefused
+from bot.tasks import Tasks
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
 from bot.cards import clip, visible
-from bot.tasks import Captured, Page, State, Task, group_by_label
+from bot.task import Captured, Page, State, Task, group_by_label
 from bot.timeutil import short_time
 
 TASK_KIND = "task"

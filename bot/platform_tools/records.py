@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.errors import ToolRefused
 from bot.notes import NoteKind, add_note
-from bot.tasks import Closed, State, Task, TaskRefused, parse_label
+from bot.task import Closed, State, Task, TaskRefused, parse_label
 from policies.tools import Effect, ToolSpec, object_schema
 
 if TYPE_CHECKING:

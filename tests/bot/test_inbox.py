@@ -12,7 +12,8 @@ import pytest
 from bot.capture import Capture, Origin
 from bot.inbox import CARD_OPTIONS, DROP, MAX_OPEN_CARDS, Inbox, Step
 from bot.interaction import Interaction, Outcome
-from bot.tasks import Closed, State, Tasks
+from bot.task import Closed, State
+from bot.tasks import Tasks
 from bot.triage import Conditions, RuleTriager, Triage, TriageRule
 from tests.helpers.interactions import ALICE, CHAT, RecordingEnqueue, make_interactions
 

@@ -20,7 +20,8 @@ from bot.capture import Capture, Origin
 from bot.notes import NoteKind, Notes, add_note
 from bot.store import Store
 from bot.tables import notes
-from bot.tasks import Closed, Tasks
+from bot.task import Closed
+from bot.tasks import Tasks
 from tests.helpers.interactions import ALICE, CHAT
 
 # name -> text; each becomes one task (and one note), in this order.

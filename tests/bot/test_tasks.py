@@ -13,7 +13,8 @@ from sqlalchemy import func, select, update
 from bot.capture import Capture, Origin
 from bot.notes import NoteKind, Notes
 from bot.tables import notes, tasks
-from bot.tasks import COUNT_AT_MOST, MAX_LABELS, Closed, State, TaskRefused, Tasks, parse_label
+from bot.task import MAX_LABELS, Closed, State, TaskRefused, parse_label
+from bot.tasks import COUNT_AT_MOST, Tasks
 from bot.triage import Triage
 from tests.helpers.interactions import ALICE, CHAT
 

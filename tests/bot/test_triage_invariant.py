@@ -19,7 +19,8 @@ from bot import inbox, task_views, triage
 from bot.callbacks import CallbackSigner
 from bot.capture import Capture, Origin
 from bot.interaction import Interaction, Kind, Outcome, Status, TimeoutPolicy
-from bot.tasks import Closed, State, Tasks
+from bot.task import Closed, State
+from bot.tasks import Tasks
 from bot.timeutil import now
 from handlers import tasks as task_handlers
 

@@ -13,7 +13,7 @@ import pytest
 
 from bot.config_file import load_config
 from bot.errors import PolicyConfigError
-from bot.tasks import State, Task
+from bot.task import State, Task
 from bot.triage import Conditions, RuleTriager, Triage, TriageRule, suggest
 
 MOMENT = datetime(2030, 1, 1, tzinfo=UTC)

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.capture import Capture, Origin
 from bot.tables import notes, outbox, tasks
-from bot.tasks import State
+from bot.task import State
 from handlers.commands import HELP
 from handlers.gate import REFUSAL
 from tests.helpers.stack import OWNER_CHAT, eventually

@@ -17,7 +17,7 @@ from sqlalchemy import func, select, update
 
 from bot.inbox import ASKER
 from bot.tables import interactions, outbox, runs, tasks
-from bot.tasks import Closed, State
+from bot.task import Closed, State
 from bot.triage import Triage
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
