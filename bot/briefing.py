@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import func, or_, select
 
-from bot.agent_runs import AgentRun, AgentRuns, RunState
+from bot.agent_run import AgentRun, RunState
+from bot.agent_runs import AgentRuns
 from bot.callbacks import CallbackSigner
 from bot.cards import clip, visible
 from bot.interaction import Interaction

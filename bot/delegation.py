@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, or_, select, union_all
 
-from bot.agent_runs import ACTIVE, AgentRun, RunOrigin, RunRefused, RunState
+from bot.agent_run import ACTIVE, AgentRun, RunOrigin, RunRefused, RunState
 from bot.agents import AgentProfile, HarnessKind, TaskHandler
 from bot.platform import Platform
 from bot.tables import agent_runs, tasks

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.actions import Continuation, Outcome, Status
-from bot.agent_runs import AgentRun, AgentRuns
+from bot.agent_run import AgentRun
+from bot.agent_runs import AgentRuns
 from bot.agents import AgentProfile
 from bot.interaction import Interaction
 from bot.interaction import Outcome as CardOutcome

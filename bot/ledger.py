@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import case, func, insert, select, type_coerce
 
-from bot.agent_runs import RunRefused
+from bot.agent_run import RunRefused
 from bot.agents import AgentProfile, Provider
 from bot.interaction import OPEN, Ask, Kind, TimeoutPolicy
 from bot.store import Store

@@ -10,7 +10,8 @@ from typing import Any
 
 from bot import demo, platform_tools
 from bot.actions import Actions
-from bot.agent_runs import AgentRun, AgentRuns, RunOrigin, RunRefused
+from bot.agent_run import AgentRun, RunOrigin, RunRefused
+from bot.agent_runs import AgentRuns
 from bot.agents import AgentProfile
 from bot.approvals import Approvals
 from bot.audit import Audit

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from bot.agent_runs import AgentRun, RunState
+from bot.agent_run import AgentRun, RunState
 from bot.task import Closed, State, TaskRefused
 from bot.tasks import Tasks
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.agent_runs import AgentRun, RunState
+from bot.agent_run import AgentRun, RunState
 from bot.agents import AgentProfile
 from bot.cards import clip, visible
 from bot.timeutil import now, short_time

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, or_, select, update
 
-from bot.agent_runs import ACTIVE, RunState
+from bot.agent_run import ACTIVE, RunState
 from bot.agents import ScheduleSpec
 from bot.store import Store
 from bot.tables import agent_runs, schedules

@@ -6,7 +6,7 @@ from __future__ import annotations
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.agent_runs import RunRefused, RunState
+from bot.agent_run import RunRefused, RunState
 from bot.run_endings import settle_task
 from bot.run_views import agents_view, runs_view
 from handlers.services import reply, services

@@ -26,7 +26,7 @@ from datetime import timedelta
 
 import dramatiq
 
-from bot.agent_runs import AgentRun, Beat, RunLost, RunState, end_key
+from bot.agent_run import AgentRun, Beat, RunLost, RunState, end_key
 from bot.errors import BrokerError
 from bot.harness import HarnessFailed, Parked, RunContext
 from bot.run_endings import ended_how, settle_task

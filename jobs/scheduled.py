@@ -14,7 +14,7 @@ import logging
 
 import dramatiq
 
-from bot.agent_runs import RunOrigin, RunRefused
+from bot.agent_run import RunOrigin, RunRefused
 from bot.agents import with_tag
 from bot.errors import ConfigError
 from bot.schedules import Schedules

@@ -27,7 +27,7 @@ from policies.tools import Effect, ToolSpec, object_schema
 
 if TYPE_CHECKING:
     from bot.actions import Caller, ToolFunction
-    from bot.agent_runs import AgentRun
+    from bot.agent_run import AgentRun
     from bot.platform import Platform
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from bot.agent_runs import AgentRuns, Beat, RunLost, RunOrigin, RunState
+from bot.agent_run import Beat, RunLost, RunOrigin, RunState
+from bot.agent_runs import AgentRuns
 from bot.outbox import Outbox
 from bot.run_views import progress_text
 

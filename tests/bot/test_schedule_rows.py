@@ -9,7 +9,8 @@ from datetime import timedelta
 from sqlalchemy import select, update
 
 from aegis.clock import FileSchedules
-from bot.agent_runs import AgentRuns, RunOrigin, RunState
+from bot.agent_run import RunOrigin, RunState
+from bot.agent_runs import AgentRuns
 from bot.agents import ScheduleSpec
 from bot.live_config import LiveConfig
 from bot.outbox import Outbox

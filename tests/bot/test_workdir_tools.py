@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 
 from bot import migrate
 from bot.actions import Caller, Status
-from bot.agent_runs import RunOrigin
+from bot.agent_run import RunOrigin
 from bot.errors import ToolRefused
 from bot.outbox import OUTGOING, OutboxKind, outgoing_path
 from bot.platform import Platform

@@ -28,7 +28,7 @@ import psutil
 import pytest
 from sqlalchemy import select
 
-from bot.agent_runs import RunState
+from bot.agent_run import RunState
 from bot.agent_tokens import AgentTokens
 from bot.agents import AgentProfile, HarnessKind
 from bot.harness import HarnessFailed

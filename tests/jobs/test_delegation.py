@@ -19,7 +19,7 @@ import dramatiq
 import pytest
 from sqlalchemy import func, insert, select, update
 
-from bot.agent_runs import RunOrigin, RunState
+from bot.agent_run import RunOrigin, RunState
 from bot.delegation import fill
 from bot.tables import agent_runs, runs, tasks
 from bot.task import Closed, State, Task

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from bot.actions import Outcome, Status
-from bot.agent_runs import RunState
+from bot.agent_run import RunState
 from bot.agents import AgentProfile, HarnessKind
 from bot.harness import HarnessFailed
 from bot.ledger import Ledger

@@ -18,7 +18,7 @@ import subprocess
 import pytest
 from sqlalchemy import func, select
 
-from bot.agent_runs import RunState
+from bot.agent_run import RunState
 from bot.audit import AuditEvent
 from bot.outbox import OutboxStatus
 from bot.tables import agent_runs, audit_events, outbox, runs

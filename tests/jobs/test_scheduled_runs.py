@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select, update
 
 from aegis.clock import run_clock
-from bot.agent_runs import RunState
+from bot.agent_run import RunState
 from bot.interaction import Ask, Kind
 from bot.live_config import LiveConfig
 from bot.schedules import Schedules
