@@ -24,7 +24,7 @@ import json
 import logging
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -71,9 +71,19 @@ class Tools:
     tokens: AgentTokens
     held: HeldCalls
     owner_chat: int | None  # where an agent's cards go when it calls outside a run
+    # agent -> (the catalog it was made from, its offer): made again only when aegis.yaml is
+    _offers: dict[str, tuple[Any, list[OfferedTool]]] = field(default_factory=dict)
 
     def offer(self, agent: str) -> list[OfferedTool]:
         catalog = self.platform.catalog
+        made = self._offers.get(agent)
+        if made is not None and made[0] is catalog:
+            return made[1]
+        tools = self._offer(catalog, agent)
+        self._offers[agent] = (catalog, tools)
+        return tools
+
+    def _offer(self, catalog, agent: str) -> list[OfferedTool]:
         spec = catalog.agent(agent)
         if spec is None:
             return []

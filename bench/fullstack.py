@@ -143,6 +143,11 @@ async def latency(emulator: Emulator, samples: int) -> list[float]:
     return times
 
 
+def heading(text: str) -> None:
+    """A part of a bench's report, underlined."""
+    print(f"\n{text}\n{'=' * len(text)}", flush=True)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]

@@ -49,13 +49,14 @@ import mcp_types as types
 import uvicorn
 from aiohttp import web
 from capture import fresh_database, with_store
-from fullstack import PROBE_USER, percentile
+from fullstack import PROBE_USER, heading, percentile
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from sqlalchemy import select
 
-from aegis.mcp_server import MCP_PATH, RequireAgentToken
+from aegis.mcp_listener import MCP_PATH
+from aegis.mcp_server import RequireAgentToken
 from bot.agent_tokens import AgentTokens
 from bot.cards import SETTLED
 from bot.held_calls import POLL_SECONDS
@@ -429,10 +430,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--bare-database", metavar="URL", help=argparse.SUPPRESS)
     return parser.parse_args()
-
-
-def heading(text: str) -> None:
-    print(f"\n{text}\n{'=' * len(text)}", flush=True)
 
 
 async def main(args) -> None:

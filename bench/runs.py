@@ -48,7 +48,7 @@ from pathlib import Path
 
 import fullstack
 from capture import fresh_database, with_store
-from fullstack import PROBE_USER, percentile
+from fullstack import PROBE_USER, heading, percentile
 from sqlalchemy import select
 
 from aegis.embedded_redis import EmbeddedRedis
@@ -455,10 +455,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--serve-baseline", metavar="REDIS_URL", help=argparse.SUPPRESS)
     return parser.parse_args()
-
-
-def heading(text: str) -> None:
-    print(f"\n{text}\n{'=' * len(text)}", flush=True)
 
 
 async def main(args) -> None:

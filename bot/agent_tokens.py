@@ -5,8 +5,9 @@ copy of the database lets nobody speak as an agent. A run of a coding CLI gets a
 own (``mint_for_run``), which expires a little after the run's deadline and is revoked when the
 run ends (``revoke_run``); a token without a run is a lasting one an owner made by hand.
 
-``verify`` maps a token to its agent's slug, or None for a token that is unknown, expired or
-revoked: the MCP server refuses all three the same way, so a caller learns nothing from which.
+``identify`` maps a token to its agent's slug (and run), or None for a token that is unknown,
+expired or revoked: the MCP server refuses all three the same way, so a caller learns nothing
+from which.
 """
 
 from __future__ import annotations
@@ -68,11 +69,6 @@ class AgentTokens:
     async def mint_for_run(self, agent: str, run_id: int, ttl: timedelta) -> str:
         """A token for one run of ``agent``, good for ``ttl`` unless revoked sooner."""
         return await self.mint(agent, run_id=run_id, ttl=ttl)
-
-    async def verify(self, token: str) -> str | None:
-        """The slug of the agent holding ``token``; None if it is unknown, expired or revoked."""
-        holder = await self.identify(token)
-        return holder.agent if holder else None
 
     async def identify(self, token: str) -> TokenHolder | None:
         """The agent (and run) holding ``token``; None if it is unknown, expired or revoked."""

@@ -360,26 +360,17 @@ _HELD = (
     outbox.c.status == OutboxStatus.SENDING,
     outbox.c.lease_until == bindparam("held_lease", type_=outbox.c.lease_until.type),
 )
-RECORD_PART = (
-    update(outbox)
-    .where(*_HELD)
-    .values(
-        parts_sent=bindparam("parts_sent"),
-        telegram_message_ids=bindparam("telegram_message_ids"),
-        lease_until=bindparam("lease_until"),
-    )
-)
-RECORD_LAST_PART = (
-    update(outbox)
-    .where(*_HELD)
-    .values(
-        parts_sent=bindparam("parts_sent"),
-        telegram_message_ids=bindparam("telegram_message_ids"),
-        status=bindparam("status"),
-        sent_at=bindparam("sent_at"),
-        last_error=bindparam("last_error"),
-    )
-)
+
+
+def _record_statement(*also: str):
+    """A part recorded as sent by the delivery holding the row; ``also``: the other columns set
+    (the next lease, or the row's end)."""
+    columns = ("parts_sent", "telegram_message_ids", *also)
+    return update(outbox).where(*_HELD).values({name: bindparam(name) for name in columns})
+
+
+RECORD_PART = _record_statement("lease_until")
+RECORD_LAST_PART = _record_statement("status", "sent_at", "last_error")
 
 
 def _claim_statement():

@@ -422,3 +422,16 @@ async def test_a_server_that_cannot_start_refuses_agents_and_says_so(caplog):
         with pytest.raises(ConnectionRefusedError):  # refused, not left hanging
             await asyncio.open_connection("127.0.0.1", port)
     assert "the MCP server could not start" in caplog.text
+
+
+async def test_a_grant_added_to_aegis_yaml_is_offered_without_a_restart(stack):
+    async with mcp_client(stack.settings, await token_of(stack, "other")) as client:
+        before = {tool.name for tool in (await client.list_tools()).tools}
+        changed = CONFIG.replace("tools: [demo.read_clock, runs.list]", "tools: [runs.*]")
+        stack.settings.config_file.write_text(changed, encoding="utf-8")
+        await asyncio.sleep(1.1)  # each process looks at the file at most once a second
+        after = {tool.name for tool in (await client.list_tools()).tools}
+        refused = await client.call_tool("demo-read_clock", {})
+    assert "demo-read_clock" in before and "runs-status" not in before
+    assert after == {"runs-list", "runs-status", "permission_prompt"}
+    assert refused.is_error and "is offered to other" in text_of(refused)

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from bot.agent_tokens import AgentTokens, TokenHolder
 from bot.tables import agent_tokens
+from tests.helpers.mcp import agent_of
 
 HOUR = timedelta(hours=1)
 
@@ -24,7 +25,7 @@ async def test_a_token_made_for_a_run_maps_to_its_agent_and_only_its_hash_is_kep
     tokens = AgentTokens(store)
     token = await tokens.mint_for_run("scout", 7, HOUR)
     assert len(token) >= 43  # 32 random bytes, url-safe base64
-    assert await tokens.verify(token) == "scout"
+    assert await agent_of(tokens, token) == "scout"
     [row] = await rows(store)
     assert row.token_hash == hashlib.sha256(token.encode()).hexdigest()
     assert (row.agent, row.run_id, row.revoked_at) == ("scout", 7, None)
@@ -38,7 +39,8 @@ async def test_tokens_are_fresh_and_each_speaks_only_for_its_own_agent(store):
     second = await tokens.mint_for_run("scout", 1, HOUR)
     other = await tokens.mint_for_run("scribe", 2, HOUR)
     assert len({first, second, other}) == 3
-    assert [await tokens.verify(t) for t in (first, second, other)] == ["scout", "scout", "scribe"]
+    agents = [await agent_of(tokens, t) for t in (first, second, other)]
+    assert agents == ["scout", "scout", "scribe"]
 
 
 async def test_an_unknown_a_near_or_a_malformed_token_maps_to_nobody(store):
@@ -46,14 +48,14 @@ async def test_an_unknown_a_near_or_a_malformed_token_maps_to_nobody(store):
     token = await tokens.mint_for_run("scout", 1, HOUR)
     near = token[:-1] + ("A" if token[-1] != "A" else "B")
     for wrong in (near, token + "x", "", "x" * 1000, token.upper()):
-        assert await tokens.verify(wrong) is None
-    assert await tokens.verify(None) is None
+        assert await agent_of(tokens, wrong) is None
+    assert await agent_of(tokens, None) is None
 
 
 async def test_an_expired_token_is_refused(store):
     tokens = AgentTokens(store)
     token = await tokens.mint_for_run("scout", 1, timedelta(seconds=-1))
-    assert await tokens.verify(token) is None
+    assert await agent_of(tokens, token) is None
 
 
 async def test_revoking_a_run_refuses_its_tokens_and_no_others(store):
@@ -62,9 +64,9 @@ async def test_revoking_a_run_refuses_its_tokens_and_no_others(store):
     theirs = await tokens.mint_for_run("scout", 6, HOUR)
     lasting = await tokens.mint("scout")  # no run, no expiry: made by hand
     assert await tokens.revoke_run(5) == 2
-    assert [await tokens.verify(t) for t in mine] == [None, None]
-    assert await tokens.verify(theirs) == "scout"
-    assert await tokens.verify(lasting) == "scout"
+    assert [await agent_of(tokens, t) for t in mine] == [None, None]
+    assert await agent_of(tokens, theirs) == "scout"
+    assert await agent_of(tokens, lasting) == "scout"
     assert await tokens.revoke_run(5) == 0  # already revoked: nothing more to do
 
 

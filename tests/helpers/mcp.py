@@ -28,3 +28,9 @@ async def mcp_client(
         transport = streamable_http_client(mcp_url(settings), http_client=http)
         async with Client(transport, read_timeout_seconds=timeout) as client:
             yield client
+
+
+async def agent_of(tokens, token) -> str | None:
+    """The slug of the agent a token speaks for, or None: what the MCP server's check sees."""
+    holder = await tokens.identify(token)
+    return holder.agent if holder else None

@@ -43,6 +43,7 @@ from jobs.harnesses.cli import (
 from jobs.harnesses.cli_process import CliProcess, _lines
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream
 from jobs.harnesses.opencode_project import refuse_widening_config
+from tests.helpers.mcp import agent_of
 from tests.helpers.runs import buttons
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
@@ -171,7 +172,7 @@ async def test_a_cli_runs_in_its_workdir_with_its_own_instructions_and_token(sta
     assert_own_tools_locked(harness, given)
     # While the run goes on, the token is the agent's, and only its hash is stored.
     tokens = AgentTokens(stack.store)
-    assert await tokens.verify(token) == slug
+    assert await agent_of(tokens, token) == slug
     async with stack.store.read() as conn:
         rows = (await conn.execute(select(agent_tokens))).all()
     [row] = [r for r in rows if r.run_id == run_id]
@@ -188,7 +189,7 @@ async def test_a_cli_runs_in_its_workdir_with_its_own_instructions_and_token(sta
     assert (call.provider, call.model, call.status, call.agent) == (harness, model, "ok", slug)
     assert (call.prompt_tokens, call.completion_tokens) == TOKENS_USED[slug]
     # Over: the token is revoked and the run's private files are gone.
-    assert await tokens.verify(token) is None
+    assert await agent_of(tokens, token) is None
     assert given["config_path"] is None or not Path(given["config_path"]).exists()
 
 
@@ -309,7 +310,7 @@ async def test_a_hung_cli_and_its_child_are_killed_at_the_deadline(stack):
     assert [call.status for call in await ledger_rows(stack, run_id)] == ["timeout"]
     # The run ended once they were dead: the CLI reaped, its child at most a zombie of init's.
     assert gone(given["pid"], reaped=True) and gone(given["child_pid"], reaped=False)
-    assert await AgentTokens(stack.store).verify(given["token"]) is None
+    assert await agent_of(AgentTokens(stack.store), given["token"]) is None
 
 
 async def test_cancel_kills_a_running_cli_and_its_child(stack):
