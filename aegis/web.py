@@ -100,7 +100,11 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
     application = build_application(bot, services)
     context.services = services
     first_retry = timedelta(seconds=settings.update_retry_seconds)
-    context.intake = Intake(application, UpdateLog(store, bot_id(bot), first_retry=first_retry))
+    context.intake = Intake(
+        application,
+        UpdateLog(store, bot_id(bot), first_retry=first_retry),
+        replies_gathered=services.platform.deliveries_gathered,
+    )
     stop = asyncio.Event()
     tasks = [
         _supervised(_run_telegram(context, application, bot, stop)),

@@ -4,7 +4,10 @@ each build one."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +35,8 @@ from bot.triage import RuleTriager, Triage
 from policies.tools import Catalog
 
 logger = logging.getLogger(__name__)
+# While set, deliveries are asked for once per chat at the end (Platform.deliveries_gathered).
+_gathered: ContextVar[dict[int, int] | None] = ContextVar("gathered_deliveries", default=None)
 
 
 @dataclass
@@ -89,11 +94,35 @@ class Platform:
             idempotency_key=key,
         )
         if new:
-            try:
-                await self.interactions.enqueue("deliver", outbox_id)
-            except BrokerError:
-                logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+            gathered = _gathered.get()
+            if gathered is None:
+                await self._ask_delivery(outbox_id)
+            else:
+                gathered.setdefault(chat_id, outbox_id)
         return outbox_id
+
+    @contextlib.asynccontextmanager
+    async def deliveries_gathered(self) -> AsyncIterator[None]:
+        """Within, what ``say`` queues is delivered by one job per chat, asked for at the end.
+
+        A delivery sends its chat's undelivered messages oldest first, draining the chat; when
+        it is asked for at the end, every message queued within is committed, so one job per
+        chat sends them all. Asked for one by one, the others would find nothing left to send.
+        """
+        gathered: dict[int, int] = {}
+        token = _gathered.set(gathered)
+        try:
+            yield
+        finally:
+            _gathered.reset(token)
+            for outbox_id in gathered.values():
+                await self._ask_delivery(outbox_id)
+
+    async def _ask_delivery(self, outbox_id: int) -> None:
+        try:
+            await self.interactions.enqueue("deliver", outbox_id)
+        except BrokerError:
+            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
 
     async def start_run(
         self,

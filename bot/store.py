@@ -45,7 +45,13 @@ from bot.writelock import lock_for
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_LOCK_FIRST_WAIT = 0.0002
 WRITE_LOCK_LONGEST_WAIT = 0.005
-OUTAGE_ERRORS = (OperationalError, InterfaceError, OSError, ConnectionError)
+OUTAGE_ERRORS = (
+    OperationalError,
+    sqlite3.OperationalError,  # raised as is by the write connection's BEGIN (_configure_sqlite)
+    InterfaceError,
+    OSError,
+    ConnectionError,
+)
 
 
 class Store:
@@ -65,6 +71,7 @@ class Store:
             self.read_engine = self.write_engine = create_async_engine(
                 url, echo=echo, pool_pre_ping=True, pool_size=5, max_overflow=5
             )
+        self._writer: Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
 
@@ -94,18 +101,50 @@ class Store:
         wait = WRITE_LOCK_FIRST_WAIT
         while True:
             async with self._process_lock.held():
-                # Checked out only by the lock's holder, so the pool never makes us wait.
-                with self._sync_write_engine.connect() as sync:
-                    if _began_now(sync, deadline, loop):
-                        try:
-                            yield SyncWrite(sync)
-                        except BaseException:
-                            sync.rollback()
-                            raise
+                sync = self._write_connection()
+                try:
+                    began = _began_now(sync, deadline, loop)
+                except BaseException:
+                    self._drop_write_connection()
+                    raise
+                if began:
+                    try:
+                        yield SyncWrite(sync)
+                    except BaseException:
+                        self._roll_back(sync)
+                        raise
+                    try:
                         sync.commit()
-                        return
+                    except BaseException:
+                        self._drop_write_connection()
+                        raise
+                    return
+                self._drop_write_connection()  # a refused BEGIN leaves it half begun
             await asyncio.sleep(wait)
             wait = min(wait * 2, WRITE_LOCK_LONGEST_WAIT)
+
+    def _write_connection(self) -> Connection:
+        """The process's one write connection, kept between transactions (only the holder of
+        the process's write lock uses it): checking it out of a pool for each transaction cost
+        as much as a small transaction itself."""
+        writer = self._writer
+        if writer is None or writer.closed or writer.invalidated:
+            self._drop_write_connection()
+            writer = self._writer = self._sync_write_engine.connect()
+        return writer
+
+    def _drop_write_connection(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    def _roll_back(self, sync: Connection) -> None:
+        try:
+            sync.rollback()
+        except Exception:
+            self._drop_write_connection()
+            raise
 
     def describe(self) -> str:
         """Which database this is, for /status and doctor, without any password."""
@@ -147,6 +186,7 @@ class Store:
         if self.write_engine is not self.read_engine:
             await self.write_engine.dispose()
         if self.is_sqlite:
+            self._drop_write_connection()
             self._sync_write_engine.dispose()
 
 
@@ -219,16 +259,16 @@ def _began_now(sync: Connection, deadline: float, loop) -> bool:
     """BEGIN IMMEDIATE; False if another process holds the write lock (and time is left)."""
     try:
         sync.begin()
-    except OperationalError as exc:
+    except (OperationalError, sqlite3.OperationalError) as exc:
         if not _is_busy(exc) or loop.time() > deadline:
             raise
-        sync.rollback()
         return False
     return True
 
 
-def _is_busy(exc: OperationalError) -> bool:
-    return "database is locked" in str(exc.orig) or "database is busy" in str(exc.orig)
+def _is_busy(exc: Exception) -> bool:
+    reason = str(getattr(exc, "orig", exc))
+    return "database is locked" in reason or "database is busy" in reason
 
 
 SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores UTCDateTime in SQLite
@@ -280,7 +320,9 @@ def _sqlite_engine(
     return engine
 
 
-def _configure_sqlite(sync_engine: Engine, *, begin: str, busy_timeout_ms: int) -> None:
+def _configure_sqlite(
+    sync_engine: Engine, *, begin: str, busy_timeout_ms: int, raw_begin: bool = False
+) -> None:
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:
         # Let SQLAlchemy, not the driver, decide when a transaction begins (SQLAlchemy docs,
@@ -296,7 +338,10 @@ def _configure_sqlite(sync_engine: Engine, *, begin: str, busy_timeout_ms: int) 
 
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn) -> None:
-        conn.exec_driver_sql(begin)
+        if raw_begin:  # straight to the driver: SQLAlchemy's statement machinery costs more
+            conn.connection.driver_connection.execute(begin)
+        else:
+            conn.exec_driver_sql(begin)
 
 
 def _sqlite_sync_write_engine(url: URL, echo: bool) -> Engine:
@@ -309,7 +354,7 @@ def _sqlite_sync_write_engine(url: URL, echo: bool) -> Engine:
         # Used by whichever loop holds the process's write lock, one at a time.
         connect_args={"check_same_thread": False, "timeout": 0},
     )
-    _configure_sqlite(engine, begin="BEGIN IMMEDIATE", busy_timeout_ms=0)
+    _configure_sqlite(engine, begin="BEGIN IMMEDIATE", busy_timeout_ms=0, raw_begin=True)
     return engine
 
 

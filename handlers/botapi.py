@@ -6,11 +6,11 @@ from __future__ import annotations
 import secrets
 
 from telegram import Bot
-from telegram.request import HTTPXRequest
 
 from bot.secrets import SecretFiles
 from bot.settings import Settings
 from emulator import DEFAULT_USER
+from handlers.telegram_http import AiohttpRequest
 
 EMULATOR_PREFIX = "/emulator"
 
@@ -47,10 +47,17 @@ def chat_page_url(settings: Settings) -> str:
 
 
 def make_bot(settings: Settings, *, read_timeout: float = 10.0) -> Bot:
-    request = HTTPXRequest(
+    request = AiohttpRequest(
         connection_pool_size=32, read_timeout=read_timeout, connect_timeout=5.0, pool_timeout=5.0
     )
-    return Bot(bot_token(settings), base_url=bot_base_url(settings), request=request)
+    # getUpdates has a client of its own, so a long poll never waits for a pooled connection.
+    polling = AiohttpRequest(connection_pool_size=1, read_timeout=read_timeout)
+    return Bot(
+        bot_token(settings),
+        base_url=bot_base_url(settings),
+        request=request,
+        get_updates_request=polling,
+    )
 
 
 def owner_chats(settings: Settings) -> list[int]:

@@ -10,8 +10,11 @@ stays pending and ``retry_pending`` handles it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import warnings
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from telegram import Bot, Update
@@ -44,9 +47,13 @@ class Intake:
         self,
         application: Application,
         update_log: UpdateLog,
+        *,
+        replies_gathered: Callable[[], AbstractAsyncContextManager] = contextlib.nullcontext,
     ) -> None:
         self.application = application
         self.log = update_log
+        # Around each chat's part of a polled batch: its replies go out together after it.
+        self.replies_gathered = replies_gathered
         self.in_flight: set[int] = set()
 
     async def accept(self, payload: Any) -> bool:
@@ -82,12 +89,13 @@ class Intake:
 
     async def _process_in_order(self, payloads: list[dict[str, Any]]) -> list[int]:
         handled = []
-        for payload in payloads:
-            try:
-                if await self._process(payload, 0):
-                    handled.append(payload["update_id"])
-            except StoreError as exc:
-                logger.warning("update %s left for a retry: %s", payload["update_id"], exc)
+        async with self.replies_gathered():
+            for payload in payloads:
+                try:
+                    if await self._process(payload, 0):
+                        handled.append(payload["update_id"])
+                except StoreError as exc:
+                    logger.warning("update %s left for a retry: %s", payload["update_id"], exc)
         return handled
 
     async def _process(self, payload: dict[str, Any], attempts: int) -> bool:

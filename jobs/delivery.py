@@ -14,11 +14,13 @@ import io
 import logging
 import random
 import secrets
+import warnings
 from datetime import timedelta
 
 import dramatiq
 from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
+from telegram.warnings import PTBUserWarning
 
 from bot.outbox import LeaseLost, OutboxKind, OutgoingMessage, outgoing_path
 from bot.timeutil import now
@@ -26,6 +28,8 @@ from jobs.broker import require_broker
 from jobs.resources import resources
 
 logger = logging.getLogger(__name__)
+# A text goes out through do_api_request on purpose: see _send_text.
+warnings.filterwarnings("ignore", message=".*sendMessage.*", category=PTBUserWarning)
 require_broker()
 DRAIN_AT_MOST = 20
 # An error that is neither Telegram refusing (failed at once) nor the network (retried until
@@ -163,23 +167,20 @@ async def _retry_later(res, message: OutgoingMessage, delay_ms: int, error: str 
 async def _send_one(res, message: OutgoingMessage, index: int) -> int:
     bot = res.bot
     last = index == len(message.parts) - 1
+    if message.kind is OutboxKind.TEXT:
+        reply_to = await _reply_to(res, message) if index == 0 else None
+        keyboard = message.reply_markup if last else None
+        return await _send_text(bot, message.chat_id, message.parts[index], keyboard, reply_to)
     markup = None
     if last and message.reply_markup:
         markup = InlineKeyboardMarkup.de_json(message.reply_markup, bot)
     if message.kind is OutboxKind.EDIT:
         return await _edit(res, message, markup)
-    reply_to = message.reply_to_message_id
-    if reply_to is None and message.reply_to_outbox is not None:
-        # Rows of one chat go out in order, so the earlier row has been sent (or has failed).
-        target = await res.outbox.get(message.reply_to_outbox)
-        reply_to = (
-            target["telegram_message_ids"][0] if target and target["telegram_message_ids"] else None
-        )
-    reply = ReplyParameters(reply_to, allow_sending_without_reply=True)
-    reply = reply if index == 0 and reply_to else None
+    reply_to = await _reply_to(res, message) if index == 0 else None
+    reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
     if message.kind is OutboxKind.FILE:
         sent = await _send_file(res, message, markup, reply)
-    elif message.kind is OutboxKind.DOCUMENT:
+    else:
         text = message.parts[index]
         document = InputFile(io.BytesIO(text.encode()), filename="message.txt")
         caption = message.caption or (
@@ -192,11 +193,30 @@ async def _send_one(res, message: OutgoingMessage, index: int) -> int:
             reply_markup=markup,
             reply_parameters=reply,
         )
-    else:
-        sent = await bot.send_message(
-            message.chat_id, message.parts[index], reply_markup=markup, reply_parameters=reply
-        )
     return sent.message_id
+
+
+async def _reply_to(res, message: OutgoingMessage) -> int | None:
+    """The Telegram message the row answers, if any."""
+    if message.reply_to_message_id is not None or message.reply_to_outbox is None:
+        return message.reply_to_message_id
+    # Rows of one chat go out in order, so the earlier row has been sent (or has failed).
+    target = await res.outbox.get(message.reply_to_outbox)
+    return target["telegram_message_ids"][0] if target and target["telegram_message_ids"] else None
+
+
+async def _send_text(bot, chat_id: int, text: str, keyboard, reply_to: int | None) -> int:
+    """sendMessage with the row's stored keyboard as it is, reading back only the new message's
+    id. ``Bot.send_message`` would rebuild the keyboard as objects to serialize it again, and
+    parse the whole Message Telegram returns (with the message it replies to inside): most of
+    a delivery's work, for one number. Errors are raised as ``send_message`` raises them."""
+    fields: dict = {"chat_id": chat_id, "text": text}
+    if keyboard:
+        fields["reply_markup"] = keyboard
+    if reply_to:
+        fields["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
+    sent = await bot.do_api_request("sendMessage", api_kwargs=fields)
+    return sent["message_id"]
 
 
 async def _send_file(res, message: OutgoingMessage, markup, reply):
