@@ -16,6 +16,7 @@ from tests.helpers.outbox import (
     settled_row,
 )
 from tests.helpers.stack import OWNER_CHAT, eventually
+from tests.helpers.transport import raw_message
 
 
 @pytest.fixture
@@ -40,6 +41,34 @@ async def test_a_message_arrives_once_and_its_row_records_the_telegram_id(stack)
     assert row["telegram_message_ids"] == [message["message_id"]]
     assert row["parts_sent"] == 1 and row["attempts"] == 1
     assert (await stack.emulator.stats())["messages_sent_by_bot"] == 1
+
+
+async def test_a_polled_batch_asks_for_one_delivery_per_chat_which_sends_its_replies_in_order(
+    stack,
+):
+    payloads = [
+        {"update_id": 700_000 + n, "message": raw_message(f"batch {n}", message_id=800_000 + n)}
+        for n in range(4)
+    ]
+    await stack.intake.handle_batch(await stack.intake.log.record_many(payloads))
+
+    async def four_replies():
+        texts = await bot_texts(stack)
+        return texts if len(texts) == 4 else None
+
+    texts = await eventually(four_replies)
+    assert [text.splitlines()[0].split(": ")[1] for text in texts] == [
+        f"batch {n}" for n in range(4)
+    ]
+
+    async def sent_by_one_run():
+        runs = await delivery_runs(stack)
+        return runs if sum(run.summary.get("messages_sent", 0) for run in runs) == 4 else None
+
+    await eventually(sent_by_one_run)
+    await asyncio.sleep(0.5)  # a second delivery, had one been asked for, would be done by now
+    [run] = await delivery_runs(stack)
+    assert run.summary == {"messages_sent": 4}
 
 
 async def test_a_repeated_idempotency_key_sends_nothing_more(stack):
