@@ -344,7 +344,11 @@ def _next_in_chat_of(message_id: int, moment):
         select(func.min(candidate.c.id))
         .where(
             candidate.c.chat_id == chat,
-            candidate.c.status.in_([OutboxStatus.PENDING, OutboxStatus.SENDING]),
+            # Two plain comparisons, not IN: an IN list is expanded anew at every execution.
+            or_(
+                candidate.c.status == OutboxStatus.PENDING,
+                candidate.c.status == OutboxStatus.SENDING,
+            ),
         )
         .scalar_subquery()
     )

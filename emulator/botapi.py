@@ -42,6 +42,8 @@ async def handle_bot_call(request: web.Request) -> web.Response:
         result = await method(call)
     except ApiError as error:
         return web.json_response(error.to_payload(), status=error.code)
+    except ConnectionResetError:  # the bot hung up before its request arrived whole (a stop)
+        return web.Response(status=400, text="the request was cut off")
     return web.json_response({"ok": True, "result": result})
 
 

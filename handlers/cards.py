@@ -49,9 +49,8 @@ async def answer_card(update: Update, context: ContextTypes.DEFAULT_TYPE) -> boo
     user = update.effective_user
     text = message.text or message.caption or ""
     answer = None
-    verifier = svc.verifier()
     # A code first, even sent as a reply to the card: it must never be kept as a note.
-    if verifier is not None and CODE.match(text):
+    if CODE.match(text) and (verifier := svc.verifier()) is not None:
         try:
             answer = await svc.platform.interactions.submit_code(
                 user.id, user.full_name, text.strip(), verifier
