@@ -136,6 +136,7 @@ async def _telegram(settings: Settings) -> Finding:
         return Finding(False, f"The Bot API answered with an error: {exc.message}.")
     finally:
         await bot.shutdown()
+        await bot.request.shutdown()  # get_me alone never initialized the Bot for shutdown()
     return Finding(True, f"Telegram knows the bot as @{me.username}.")
 
 

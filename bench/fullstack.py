@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import secrets
 import statistics
@@ -106,6 +107,7 @@ class Result:
     p99_ms: float
     lost: int
     doubled: int
+    cpu_ms: float  # CPU time of the bot's processes per update in the burst, all cores together
 
 
 async def burst(emulator: Emulator, name: str, messages: int, chats: int) -> tuple[float, int, int]:
@@ -153,11 +155,24 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def measure(emulator: Emulator, name: str, args) -> Result:
+async def measure(emulator: Emulator, name: str, args, pids: list[int]) -> Result:
     await latency(emulator, 20)  # warm up: connections, first queries, caches
+    cpu_before = cpu_seconds(pids)
     rate, lost, doubled = await burst(emulator, name, args.messages, args.chats)
+    cpu_ms = (cpu_seconds(pids) - cpu_before) * 1000 / args.messages
     times = await latency(emulator, args.samples)
-    return Result(name, rate, percentile(times, 0.5), percentile(times, 0.99), lost, doubled)
+    p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
+    return Result(name, rate, p50, p99, lost, doubled, cpu_ms)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time the processes have used so far."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def bench_environment(**extra: str) -> dict[str, str]:
@@ -267,9 +282,10 @@ async def run_bot(name: str, start, args) -> Result:
     emulator = Emulator(token)
     url = await emulator.start()
     process = start(token, url)
+    pids = [p.pid for p in getattr(process, "processes", [process])]
     try:
         await wait_until_answering(emulator, name)
-        return await measure(emulator, name, args)
+        return await measure(emulator, name, args, pids)
     finally:
         stop(process)
         await emulator.runner.cleanup()
@@ -390,14 +406,17 @@ async def main() -> None:
                 await run_bot(name, lambda t, u, s=start, d=data_dir: s(t, u, d, users), args)
             )
     print(
-        f"{'':10}{'updates/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'doubled':>8}{'ratio':>7}"
+        f"{'':10}{'updates/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'doubled':>8}"
+        f"{'ratio':>7}{'CPU ms/update':>15}"
     )
     for result in results:
         print(
             f"{result.name:10}{result.rate:10.0f}{result.p50_ms:9.1f}{result.p99_ms:9.1f}"
             f"{result.lost:6}{result.doubled:8}{result.rate / echo.rate:7.2f}"
+            f"{result.cpu_ms:15.2f}"
         )
     print("\nratio: burst throughput against the echo bot in this run (target >= 0.5)")
+    print("CPU ms/update: the bot's processes in the burst (without the emulator or Redis)")
     print("aegis up: web, worker and clock in one process; procfile: three processes (a VPS)")
     await startup_and_memory(args)
     print(f"bare PTB echo bot idle RSS: {await echo_memory():.0f} MB (for scale)")

@@ -36,7 +36,17 @@ from policies.tools import Catalog
 
 logger = logging.getLogger(__name__)
 # While set, deliveries are asked for once per chat at the end (Platform.deliveries_gathered).
-_gathered: ContextVar[dict[int, int] | None] = ContextVar("gathered_deliveries", default=None)
+_gathered: ContextVar[_Gathered | None] = ContextVar("gathered_deliveries", default=None)
+
+
+@dataclass
+class _Gathered:
+    """The first row queued for each chat within a ``deliveries_gathered`` block. A task
+    started inside the block keeps seeing it after the block ends (it has a copy of the
+    context), so ``ended`` tells ``say`` to ask for a delivery itself from then on."""
+
+    first_of_chat: dict[int, int]
+    ended: bool = False
 
 
 @dataclass
@@ -95,10 +105,10 @@ class Platform:
         )
         if new:
             gathered = _gathered.get()
-            if gathered is None:
+            if gathered is None or gathered.ended:
                 await self._ask_delivery(outbox_id)
             else:
-                gathered.setdefault(chat_id, outbox_id)
+                gathered.first_of_chat.setdefault(chat_id, outbox_id)
         return outbox_id
 
     @contextlib.asynccontextmanager
@@ -109,13 +119,14 @@ class Platform:
         it is asked for at the end, every message queued within is committed, so one job per
         chat sends them all. Asked for one by one, the others would find nothing left to send.
         """
-        gathered: dict[int, int] = {}
+        gathered = _Gathered({})
         token = _gathered.set(gathered)
         try:
             yield
         finally:
             _gathered.reset(token)
-            for outbox_id in gathered.values():
+            gathered.ended = True
+            for outbox_id in gathered.first_of_chat.values():
                 await self._ask_delivery(outbox_id)
 
     async def _ask_delivery(self, outbox_id: int) -> None:

@@ -116,7 +116,10 @@ class Store:
                     try:
                         sync.commit()
                     except BaseException:
-                        self._drop_write_connection()
+                        # SQLAlchemy counts a failed COMMIT as the end of the transaction and
+                        # would not roll it back: closing the file's connection does, and frees
+                        # the write lock for the other processes.
+                        self._drop_write_connection(discard=True)
                         raise
                     return
                 self._drop_write_connection()  # a refused BEGIN leaves it half begun
@@ -133,17 +136,19 @@ class Store:
             writer = self._writer = self._sync_write_engine.connect()
         return writer
 
-    def _drop_write_connection(self) -> None:
+    def _drop_write_connection(self, *, discard: bool = False) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
             with contextlib.suppress(Exception):
+                if discard:
+                    writer.invalidate()
                 writer.close()
 
     def _roll_back(self, sync: Connection) -> None:
         try:
             sync.rollback()
         except Exception:
-            self._drop_write_connection()
+            self._drop_write_connection(discard=True)
             raise
 
     def describe(self) -> str:

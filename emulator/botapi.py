@@ -35,15 +35,16 @@ _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 async def handle_bot_call(request: web.Request) -> web.Response:
     """Entry point for every ``/bot{token}/{method}`` request (GET or POST)."""
     try:
-        call = await _make_call(request)
+        try:
+            call = await _make_call(request)
+        except ConnectionResetError:  # the bot hung up before its request arrived whole
+            return web.Response(status=400, text="the request was cut off")
         method = _method_table().get(request.match_info["method"].lower())
         if method is None:
             raise not_found()
         result = await method(call)
     except ApiError as error:
         return web.json_response(error.to_payload(), status=error.code)
-    except ConnectionResetError:  # the bot hung up before its request arrived whole (a stop)
-        return web.Response(status=400, text="the request was cut off")
     return web.json_response({"ok": True, "result": result})
 
 

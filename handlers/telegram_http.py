@@ -7,12 +7,15 @@ most of what a reply cost beyond the database.
 
 It speaks to PTB as any ``BaseRequest`` does: a status and a body back, timeouts raised as
 ``TimedOut`` and transport failures as ``NetworkError``, whose message never carries the URL
-(the URL holds the bot token). Like httpx, it honours the ``HTTPS_PROXY`` family of settings.
+(the URL holds the bot token). It honours ``HTTPS_PROXY``, ``HTTP_PROXY`` and ``NO_PROXY`` for
+http:// proxies; a proxy of another kind is refused with a clear error, never bypassed.
 """
 
 from __future__ import annotations
 
 import re
+import urllib.parse
+import urllib.request
 
 import aiohttp
 from telegram.error import NetworkError, TimedOut
@@ -20,7 +23,8 @@ from telegram.request import BaseRequest, RequestData
 
 
 class AiohttpRequest(BaseRequest):
-    """One aiohttp session per event loop that uses the Bot; made on first use."""
+    """One aiohttp session, made on first use. A session belongs to the event loop it was made
+    on: each loop builds its own Bot (``handlers.botapi.make_bot``), so each has its own."""
 
     def __init__(
         self,
@@ -41,13 +45,15 @@ class AiohttpRequest(BaseRequest):
         }
         self.media_write_timeout = media_write_timeout
         self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[tuple[str, str], str | None] = {}
 
     @property
     def read_timeout(self) -> float | None:
         return self.timeouts["read"]
 
     async def initialize(self) -> None:
-        self._open_session()
+        """Nothing to do: the session opens with the first request (a Bot that never polls
+        never opens its getUpdates client)."""
 
     async def shutdown(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -67,8 +73,9 @@ class AiohttpRequest(BaseRequest):
         with_files = request_data is not None and request_data.contains_files
         files = request_data.multipart_data if with_files else None
         media_write = self.media_write_timeout if files else self.timeouts["write"]
+        read_after = self._given(read_timeout, self.timeouts["read"])
         timeout = _timeout(
-            read=self._given(read_timeout, self.timeouts["read"]),
+            read=read_after,
             write=self._given(write_timeout, media_write),
             connect=self._given(connect_timeout, self.timeouts["connect"]),
             pool=self._given(pool_timeout, self.timeouts["pool"]),
@@ -79,9 +86,21 @@ class AiohttpRequest(BaseRequest):
         elif request_data is not None:
             # One JSON document, which the Bot API takes for any call without a file.
             body, headers = request_data.json_payload, JSON_HEADERS
+        if files:  # an upload takes as long as it takes; a stall still ends at sock_read
+            timeout = aiohttp.ClientTimeout(
+                connect=timeout.connect, sock_connect=timeout.sock_connect, sock_read=read_after
+            )
         session = self._open_session()
         try:
-            request = session.request(method, url, data=body, headers=headers, timeout=timeout)
+            request = session.request(
+                method,
+                url,
+                data=body,
+                headers=headers,
+                timeout=timeout,
+                proxy=self._proxy_for(url),
+                allow_redirects=False,  # as httpx: a redirected POST would lose its body
+            )
             async with request as response:
                 return response.status, await response.read()
         except TimeoutError as exc:  # aiohttp's own timeouts are TimeoutErrors too
@@ -92,12 +111,20 @@ class AiohttpRequest(BaseRequest):
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.pool_size, ttl_dns_cache=300)
+            # Not trust_env: it reads ~/.netrc (whose "default" entry would send credentials
+            # to the Bot API) and looks the proxy up again on a thread for every request.
             self._session = aiohttp.ClientSession(
-                connector=connector,
-                trust_env=True,
-                headers={"User-Agent": self.USER_AGENT},
+                connector=connector, headers={"User-Agent": self.USER_AGENT}
             )
         return self._session
+
+    def _proxy_for(self, url: str) -> str | None:
+        """The proxy the environment names for this URL's host, looked up once per host."""
+        parts = urllib.parse.urlsplit(url)
+        key = (parts.scheme, parts.hostname or "")
+        if key not in self._proxies:
+            self._proxies[key] = _environment_proxy(*key)
+        return self._proxies[key]
 
     @staticmethod
     def _given(value, default: float | None) -> float | None:
@@ -114,8 +141,23 @@ def _timeout(*, read, write, connect, pool) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=total, connect=waiting, sock_connect=connect, sock_read=read)
 
 
+def _environment_proxy(scheme: str, host: str) -> str | None:
+    """HTTPS_PROXY (or HTTP_PROXY for http://) unless NO_PROXY covers the host. aiohttp goes
+    through http:// proxies only; any other kind is refused in words rather than bypassed."""
+    if urllib.request.proxy_bypass_environment(host):
+        return None
+    proxy = urllib.request.getproxies_environment().get(scheme)
+    if proxy and not proxy.startswith("http://"):
+        raise NetworkError(
+            f"the {scheme.upper()}_PROXY setting names a proxy aegis cannot use: "
+            "only http:// proxies are supported"
+        )
+    return proxy or None
+
+
 def _form(fields: dict[str, str] | None, files: dict) -> aiohttp.FormData:
-    form = aiohttp.FormData()
+    # Field names and file names as they are: Telegram does not decode %-escapes in a name.
+    form = aiohttp.FormData(quote_fields=False)
     for name, value in (fields or {}).items():
         form.add_field(name, value)
     for name, (filename, content, mimetype) in files.items():

@@ -29,7 +29,9 @@ from jobs.resources import resources
 
 logger = logging.getLogger(__name__)
 # A text goes out through do_api_request on purpose: see _send_text.
-warnings.filterwarnings("ignore", message=".*sendMessage.*", category=PTBUserWarning)
+warnings.filterwarnings(
+    "ignore", message=r".*do_api_request\(\"sendMessage\"", category=PTBUserWarning
+)
 require_broker()
 DRAIN_AT_MOST = 20
 # An error that is neither Telegram refusing (failed at once) nor the network (retried until
@@ -137,7 +139,7 @@ async def _send_parts(
             message.id, f"{type(exc).__name__}: {exc.message}", held=message
         )
         logger.warning("outbox %s refused by Telegram: %s", message.id, exc.message)
-        return {"messages_sent": sent, "messages_failed": 1}, None
+        return {"messages_sent": sent, "messages_failed": 1}, await _after(res, message, claim_next)
     except LeaseLost as exc:  # we stalled past the lease; the row belongs to another delivery
         logger.warning("%s", exc)
         return {"messages_sent": sent, "lease_lost": 1}, None
@@ -150,12 +152,20 @@ async def _send_parts(
             reason = f"gave up after {message.attempts}: {error}"
             await res.outbox.mark_failed(message.id, reason, held=message)
             logger.error("outbox %s failed for good: %s", message.id, error)
-            return {"messages_sent": sent, "messages_failed": 1}, None
+            return {"messages_sent": sent, "messages_failed": 1}, await _after(
+                res, message, claim_next
+            )
         await res.outbox.release(message.id, error, held=message)
         raise
     if sent == 0:  # nothing was left to send: a rerun after the last part was recorded
         await res.outbox.mark_sent(message.id, held=message)
     return {"messages_sent": sent}, following
+
+
+async def _after(res, failed: OutgoingMessage, claim_next: bool) -> OutgoingMessage | None:
+    """The chat's next message once ``failed`` has failed for good, so the drain goes on:
+    one message Telegram refuses must not hold back those queued behind it."""
+    return await res.outbox.claim_next_in_chat(failed.id) if claim_next else None
 
 
 async def _retry_later(res, message: OutgoingMessage, delay_ms: int, error: str | None = None):

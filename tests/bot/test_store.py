@@ -8,6 +8,7 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 import socket
+import sqlite3
 import threading
 
 import pytest
@@ -172,6 +173,35 @@ async def test_postgres_refusing_the_login_raises_a_store_error_without_the_pass
         with pytest.raises(StoreError, match="refused") as raised:
             await store.ping()
         assert_safe_sentence(raised.value, store)
+    finally:
+        await store.close()
+
+
+async def test_a_failed_sqlite_commit_frees_the_file_for_other_writers(tmp_path):
+    """A deferred foreign key fails at COMMIT; the write lock must not outlive the failure."""
+    path = tmp_path / "deferred.sqlite3"
+    store = Store(f"sqlite+aiosqlite:///{path}")
+    try:
+        async with store.write() as conn:
+            await conn.exec_driver_sql("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+            await conn.exec_driver_sql(
+                "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER"
+                " REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"
+            )
+        with pytest.raises(Exception, match="FOREIGN KEY"):
+            async with store.write() as conn:
+                await conn.exec_driver_sql("INSERT INTO child (id, parent) VALUES (1, 99)")
+
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # "database is locked" if the failure kept the lock
+        other.execute("INSERT INTO parent (id) VALUES (7)")
+        other.execute("COMMIT")
+        other.close()
+        async with store.write() as conn:  # and this process writes again
+            await conn.exec_driver_sql("INSERT INTO child (id, parent) VALUES (2, 7)")
+        async with store.read() as conn:
+            rows = (await conn.exec_driver_sql("SELECT id, parent FROM child")).all()
+        assert [tuple(row) for row in rows] == [(2, 7)]
     finally:
         await store.close()
 

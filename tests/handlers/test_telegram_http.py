@@ -51,7 +51,12 @@ async def bot_api(seen: list, *, answer_after: float = 0.0) -> AsyncIterator[str
 
 
 def bot(base_url: str, **timeouts) -> Bot:
-    return Bot(TOKEN, base_url=base_url, request=AiohttpRequest(**timeouts))
+    return Bot(
+        TOKEN,
+        base_url=base_url,
+        request=AiohttpRequest(**timeouts),
+        get_updates_request=AiohttpRequest(**timeouts),
+    )
 
 
 async def test_a_call_without_a_file_goes_as_one_json_document():
@@ -72,12 +77,12 @@ async def test_a_file_goes_as_multipart_with_its_name_and_fields():
     seen: list = []
     async with bot_api(seen) as url:
         async with bot(url) as client:
-            document = InputFile(b"the report", filename="report.txt")
+            document = InputFile(b"the report", filename="отчёт final.txt")
             await client.send_document(42, document, caption="weekly")
     method, content_type, body = seen[-1]
     assert (method, content_type) == ("sendDocument", "multipart/form-data")
     assert body["caption"] == "weekly" and body["chat_id"] == "42"
-    assert body["document"] == "report.txt"
+    assert body["document"] == "отчёт final.txt"  # as named, not %-escaped
 
 
 async def test_a_server_that_does_not_answer_in_time_is_a_timeout():
@@ -103,9 +108,40 @@ async def test_the_client_works_again_after_a_shutdown():
     seen: list = []
     async with bot_api(seen) as url:
         request = AiohttpRequest()
-        client = Bot(TOKEN, base_url=url, request=request)
+        client = Bot(TOKEN, base_url=url, request=request, get_updates_request=AiohttpRequest())
         assert (await client.get_me()).username == "aegis_bot"
         await request.shutdown()
         assert (await client.get_me()).username == "aegis_bot"
         await request.shutdown()
     assert [method for method, _, _ in seen] == ["getMe", "getMe"]
+
+
+async def test_an_http_proxy_from_the_environment_carries_the_calls(monkeypatch):
+    seen: list = []
+    async with bot_api(seen) as proxy_url:  # the stand-in answers whatever reaches it
+        proxy = proxy_url.removesuffix("/bot")
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        # A host nobody can resolve: only the proxy can have answered.
+        async with bot("http://api.telegram.invalid/bot") as client:
+            assert (await client.get_me()).username == "aegis_bot"
+    assert [method for method, _, _ in seen] == ["getMe", "getMe"]  # initialize, then ours
+
+
+async def test_no_proxy_keeps_a_host_off_the_proxy(monkeypatch):
+    seen: list = []
+    async with bot_api(seen) as url:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")  # nothing there
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        async with bot(url) as client:
+            assert (await client.get_me()).username == "aegis_bot"
+
+
+async def test_a_proxy_aegis_cannot_use_is_refused_in_words_not_bypassed(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://user:secret@127.0.0.1:1080")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    client = bot("https://api.telegram.invalid/bot")
+    with pytest.raises(NetworkError, match="only http:// proxies") as raised:
+        await client.get_me()
+    await client.shutdown()
+    assert "secret" not in str(raised.value)

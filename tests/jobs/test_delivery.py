@@ -157,6 +157,23 @@ async def test_a_duplicate_delivery_message_does_not_send_twice(stack):
     assert row["attempts"] == 1 and row["status"] == "sent"
 
 
+async def test_a_message_telegram_refuses_does_not_hold_back_the_next_one_in_its_drain(stack):
+    too_long = {"inline_keyboard": [[{"text": "x", "callback_data": "y" * 65}]]}
+    async with stack.services.platform.deliveries_gathered():  # one delivery for both
+        refused = await stack.services.say(OWNER_CHAT, "refused", reply_markup=too_long)
+        after = await stack.services.say(OWNER_CHAT, "after the refusal")
+    assert (await settled_row(stack, refused))["status"] == "failed"
+    assert (await settled_row(stack, after))["status"] == "sent"  # long before the sweep
+
+    async def one_run():
+        runs = await delivery_runs(stack)
+        return runs or None
+
+    [run] = await eventually(one_run)
+    assert run.summary == {"messages_failed": 1, "messages_sent": 1}
+    assert await bot_texts(stack) == ["after the refusal"]
+
+
 async def test_a_user_who_blocked_the_bot_fails_the_row_for_good(stack):
     await stack.emulator.block(OWNER_CHAT)
     outbox_id = await stack.services.say(OWNER_CHAT, "you blocked me")
