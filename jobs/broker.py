@@ -8,8 +8,10 @@ import logging
 
 import dramatiq
 import redis
+import redis.asyncio
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AsyncIO
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -29,19 +31,17 @@ class _SummariesAreRecorded(logging.Filter):
 logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_SummariesAreRecorded())
 QUEUES = ("default", "outbox", "runs")
 _configured: RedisBroker | None = None
+_configured_url: str | None = None
+# Fail fast in an outage: the caller keeps the work (an update stays pending, an outbox row
+# waits for the sweep) rather than hold a thread through redis-py's default long backoff.
+_CLIENT_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 2, "health_check_interval": 30}
 
 
 def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBroker:
     """Create the Redis broker with the AsyncIO middleware and make it Dramatiq's global one."""
-    global _configured
-    # Fail fast in an outage: the caller keeps the work (an update stays pending, an outbox row
-    # waits for the sweep) rather than hold a thread through redis-py's default long backoff.
+    global _configured, _configured_url
     client = redis.Redis.from_url(
-        redis_url,
-        socket_timeout=5,
-        socket_connect_timeout=2,
-        health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+        redis_url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2), **_CLIENT_OPTIONS
     )
     broker = RedisBroker(client=client, namespace=namespace)
     # Dramatiq runs ``after_*`` hooks in reverse: at shutdown the heartbeat goes, then the last
@@ -54,8 +54,17 @@ def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBrok
     dramatiq.set_broker(broker)
     if _configured is not None:
         _rebind_actors(_configured, broker)
-    _configured = broker
+    _configured, _configured_url = broker, redis_url
     return broker
+
+
+def async_client() -> redis.asyncio.Redis:
+    """A client of the broker's Redis for the calling event loop, for work that would otherwise
+    hop to a thread for each command; the caller closes it (``aclose``)."""
+    if _configured_url is None:
+        raise RuntimeError("jobs.broker.configure_broker() must run first")
+    retry = AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2)
+    return redis.asyncio.Redis.from_url(_configured_url, retry=retry, **_CLIENT_OPTIONS)
 
 
 def require_broker() -> RedisBroker:

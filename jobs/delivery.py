@@ -69,21 +69,21 @@ WINDOW_MS = 1_200
 
 
 class _Limits:
-    """A window per chat and one for everything, in the broker's Redis."""
+    """A window per chat and one for everything, in the broker's Redis, asked through the
+    worker loop's own asyncio client: a thread hop per send cost more than the call."""
 
     def __init__(self) -> None:
         self.client = None
         self.script = None
 
-    def wait_ms(self, chat_id: int, per_chat: int, overall: int) -> int:
+    async def wait_ms(self, client, chat_id: int, per_chat: int, overall: int) -> int:
         """Take a send from both windows, or say how long until one is free (taking none)."""
-        broker = deliver.broker
-        if broker.client is not self.client:
-            self.client = broker.client
-            self.script = broker.client.register_script(_SLIDING_WINDOW)
-        keys = [f"{broker.namespace}:outbox-chat-{chat_id}", f"{broker.namespace}:outbox-all"]
+        if client is not self.client:
+            self.client, self.script = client, client.register_script(_SLIDING_WINDOW)
+        namespace = deliver.broker.namespace
+        keys = [f"{namespace}:outbox-chat-{chat_id}", f"{namespace}:outbox-all"]
         args = [per_chat, overall, WINDOW_MS, secrets.token_hex(8)]
-        return int(self.script(keys=keys, args=args))
+        return int(await self.script(keys=keys, args=args))
 
 
 _limits = _Limits()
@@ -118,8 +118,8 @@ async def _send_parts(
     sent, following = 0, None
     try:
         while message.parts_sent < len(message.parts):
-            wait = await asyncio.to_thread(
-                _limits.wait_ms,
+            wait = await _limits.wait_ms(
+                res.redis,
                 message.chat_id,
                 settings.outbox_per_chat_per_second,
                 settings.outbox_global_per_second,

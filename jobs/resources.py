@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
+import redis.asyncio
 from telegram import Bot
 from telegram.error import NetworkError
 
+import jobs.broker  # as a module: jobs.broker imports this one (through its middleware)
 from bot.outbox import Outbox
 from bot.platform import Platform
 from bot.runs import Runs
@@ -36,6 +38,7 @@ class Resources:
     runs: Runs
     bot: Bot
     platform: Platform
+    redis: redis.asyncio.Redis  # the broker's Redis, on this loop (the delivery's send windows)
 
     async def say(
         self,
@@ -79,6 +82,7 @@ async def close_resources() -> None:
         return
     current, _resources = _resources, None
     await current.bot.shutdown()
+    await current.redis.aclose()
     await current.store.close()
 
 
@@ -94,4 +98,5 @@ async def _create(settings: Settings) -> Resources:
         logger.warning("the Bot API is unreachable for now: %s", exc.message)
     signer = callback_signer(SecretFiles(settings.data_dir))
     platform = Platform.build(settings, store, signer, make_enqueue(dramatiq.get_broker()))
-    return Resources(settings, store, platform.outbox, Runs(store), bot, platform)
+    redis_client = jobs.broker.async_client()
+    return Resources(settings, store, platform.outbox, Runs(store), bot, platform, redis_client)
