@@ -8,15 +8,12 @@ import logging
 
 import dramatiq
 import redis
-import redis.asyncio
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AsyncIO
-from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from bot.errors import BrokerError
 from jobs.middleware import RunRecorder, RunsHandBack, WorkerHeartbeat, WorkerResources
+from jobs.redis_client import broker_client
 
 NAMESPACE = "aegis"
 
@@ -31,19 +28,12 @@ class _SummariesAreRecorded(logging.Filter):
 logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_SummariesAreRecorded())
 QUEUES = ("default", "outbox", "runs")
 _configured: RedisBroker | None = None
-_configured_url: str | None = None
-# Fail fast in an outage: the caller keeps the work (an update stays pending, an outbox row
-# waits for the sweep) rather than hold a thread through redis-py's default long backoff.
-_CLIENT_OPTIONS = {"socket_timeout": 5, "socket_connect_timeout": 2, "health_check_interval": 30}
 
 
 def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBroker:
     """Create the Redis broker with the AsyncIO middleware and make it Dramatiq's global one."""
-    global _configured, _configured_url
-    client = redis.Redis.from_url(
-        redis_url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2), **_CLIENT_OPTIONS
-    )
-    broker = RedisBroker(client=client, namespace=namespace)
+    global _configured
+    broker = RedisBroker(client=broker_client(redis_url), namespace=namespace)
     # Dramatiq runs ``after_*`` hooks in reverse: at shutdown the heartbeat goes, then the last
     # runs are flushed, then the worker's resources close, then AsyncIO stops the loop.
     broker.add_middleware(AsyncIO())
@@ -54,17 +44,8 @@ def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBrok
     dramatiq.set_broker(broker)
     if _configured is not None:
         _rebind_actors(_configured, broker)
-    _configured, _configured_url = broker, redis_url
+    _configured = broker
     return broker
-
-
-def async_client() -> redis.asyncio.Redis:
-    """A client of the broker's Redis for the calling event loop, for work that would otherwise
-    hop to a thread for each command; the caller closes it (``aclose``)."""
-    if _configured_url is None:
-        raise RuntimeError("jobs.broker.configure_broker() must run first")
-    retry = AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2)
-    return redis.asyncio.Redis.from_url(_configured_url, retry=retry, **_CLIENT_OPTIONS)
 
 
 def require_broker() -> RedisBroker:

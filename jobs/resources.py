@@ -17,7 +17,6 @@ import redis.asyncio
 from telegram import Bot
 from telegram.error import NetworkError
 
-import jobs.broker  # as a module: jobs.broker imports this one (through its middleware)
 from bot.outbox import Outbox
 from bot.platform import Platform
 from bot.runs import Runs
@@ -26,6 +25,7 @@ from bot.settings import Settings
 from bot.store import Store
 from handlers.botapi import make_bot
 from jobs.enqueue import make_enqueue
+from jobs.redis_client import loop_client
 
 logger = logging.getLogger(__name__)
 
@@ -98,5 +98,5 @@ async def _create(settings: Settings) -> Resources:
         logger.warning("the Bot API is unreachable for now: %s", exc.message)
     signer = callback_signer(SecretFiles(settings.data_dir))
     platform = Platform.build(settings, store, signer, make_enqueue(dramatiq.get_broker()))
-    redis_client = jobs.broker.async_client()
+    redis_client = loop_client()
     return Resources(settings, store, platform.outbox, Runs(store), bot, platform, redis_client)
