@@ -13,13 +13,16 @@ http:// proxies; a proxy of another kind is refused with a clear error, never by
 
 from __future__ import annotations
 
+import base64
 import re
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 
 import aiohttp
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
+from yarl import URL
 
 
 class AiohttpRequest(BaseRequest):
@@ -45,7 +48,7 @@ class AiohttpRequest(BaseRequest):
         }
         self.media_write_timeout = media_write_timeout
         self._session: aiohttp.ClientSession | None = None
-        self._proxies: dict[tuple[str, str], str | None] = {}
+        self._proxies: dict[tuple[str, str], _Proxy | None] = {}
 
     @property
     def read_timeout(self) -> float | None:
@@ -73,9 +76,8 @@ class AiohttpRequest(BaseRequest):
         with_files = request_data is not None and request_data.contains_files
         files = request_data.multipart_data if with_files else None
         media_write = self.media_write_timeout if files else self.timeouts["write"]
-        read_after = self._given(read_timeout, self.timeouts["read"])
         timeout = _timeout(
-            read=read_after,
+            read=self._given(read_timeout, self.timeouts["read"]),
             write=self._given(write_timeout, media_write),
             connect=self._given(connect_timeout, self.timeouts["connect"]),
             pool=self._given(pool_timeout, self.timeouts["pool"]),
@@ -86,27 +88,27 @@ class AiohttpRequest(BaseRequest):
         elif request_data is not None:
             # One JSON document, which the Bot API takes for any call without a file.
             body, headers = request_data.json_payload, JSON_HEADERS
-        if files:  # an upload takes as long as it takes; a stall still ends at sock_read
-            timeout = aiohttp.ClientTimeout(
-                connect=timeout.connect, sock_connect=timeout.sock_connect, sock_read=read_after
-            )
         session = self._open_session()
+        proxy = self._proxy_for(url)
+        routing = proxy.routing(url, headers) if proxy else {"headers": headers}
         try:
             request = session.request(
                 method,
                 url,
                 data=body,
-                headers=headers,
                 timeout=timeout,
-                proxy=self._proxy_for(url),
                 allow_redirects=False,  # as httpx: a redirected POST would lose its body
+                **routing,
             )
             async with request as response:
                 return response.status, await response.read()
         except TimeoutError as exc:  # aiohttp's own timeouts are TimeoutErrors too
             raise TimedOut(f"no answer from the Bot API in time ({type(exc).__name__})") from None
         except aiohttp.ClientError as exc:
-            raise NetworkError(f"aiohttp.{type(exc).__name__}: {_without(url, exc)}") from None
+            text = _without(url, exc)
+            if proxy is not None:
+                text = text.replace(str(proxy.url), "<proxy>")
+            raise NetworkError(f"aiohttp.{type(exc).__name__}: {text}") from None
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -118,7 +120,7 @@ class AiohttpRequest(BaseRequest):
             )
         return self._session
 
-    def _proxy_for(self, url: str) -> str | None:
+    def _proxy_for(self, url: str) -> _Proxy | None:
         """The proxy the environment names for this URL's host, looked up once per host."""
         parts = urllib.parse.urlsplit(url)
         key = (parts.scheme, parts.hostname or "")
@@ -134,25 +136,49 @@ class AiohttpRequest(BaseRequest):
 def _timeout(*, read, write, connect, pool) -> aiohttp.ClientTimeout:
     """PTB's four timeouts in aiohttp's terms: waiting for a pooled connection counts against
     ``connect``, a silent server against ``sock_read``, and the whole exchange is bounded by
-    their sum (aiohttp has no write timeout of its own, so a stalled upload ends there too)."""
+    their sum. aiohttp has no write timeout of its own and starts ``sock_read`` only once the
+    body is sent, so the sum is what ends a stalled upload: with the worker's timeouts, 40 s,
+    inside the delivery's 60 s lease, so no second delivery takes the row while it uploads."""
     parts = (read, write, connect, pool)
     total = None if any(part is None for part in parts) else sum(parts)
     waiting = None if connect is None or pool is None else connect + pool
     return aiohttp.ClientTimeout(total=total, connect=waiting, sock_connect=connect, sock_read=read)
 
 
-def _environment_proxy(scheme: str, host: str) -> str | None:
+@dataclass(frozen=True)
+class _Proxy:
+    url: URL  # without its user and password, which go as ``login``: never in an error's text
+    login: dict[str, str] | None  # the Proxy-Authorization header
+
+    def routing(self, target: str, headers: dict[str, str] | None) -> dict:
+        """aiohttp's arguments for a request through this proxy. The login goes with the
+        request itself to a plain http:// target, and with the CONNECT to an https:// one."""
+        if self.login is None:
+            return {"proxy": self.url, "headers": headers}
+        if target.startswith("https://"):
+            return {"proxy": self.url, "headers": headers, "proxy_headers": self.login}
+        return {"proxy": self.url, "headers": {**(headers or {}), **self.login}}
+
+
+def _environment_proxy(scheme: str, host: str) -> _Proxy | None:
     """HTTPS_PROXY (or HTTP_PROXY for http://) unless NO_PROXY covers the host. aiohttp goes
     through http:// proxies only; any other kind is refused in words rather than bypassed."""
     if urllib.request.proxy_bypass_environment(host):
         return None
-    proxy = urllib.request.getproxies_environment().get(scheme)
-    if proxy and not proxy.startswith("http://"):
+    named = urllib.request.getproxies_environment().get(scheme)
+    if not named:
+        return None
+    proxy = URL(named if "://" in named else f"http://{named}")
+    if proxy.scheme != "http":
         raise NetworkError(
             f"the {scheme.upper()}_PROXY setting names a proxy aegis cannot use: "
             "only http:// proxies are supported"
         )
-    return proxy or None
+    login = None
+    if proxy.user:
+        pair = base64.b64encode(f"{proxy.user}:{proxy.password or ''}".encode()).decode()
+        login = {"Proxy-Authorization": f"Basic {pair}"}
+    return _Proxy(proxy.with_user(None), login)
 
 
 def _form(fields: dict[str, str] | None, files: dict) -> aiohttp.FormData:
@@ -161,8 +187,14 @@ def _form(fields: dict[str, str] | None, files: dict) -> aiohttp.FormData:
     for name, value in (fields or {}).items():
         form.add_field(name, value)
     for name, (filename, content, mimetype) in files.items():
-        form.add_field(name, content, filename=filename, content_type=mimetype)
+        form.add_field(name, content, filename=_printable(filename), content_type=mimetype)
     return form
+
+
+def _printable(filename: str) -> str:
+    """A file name fit for a header: a control character (which aiohttp refuses, failing the
+    send at every try) becomes "_"."""
+    return "".join("_" if ord(c) < 32 or ord(c) == 127 else c for c in filename)
 
 
 JSON_HEADERS = {"Content-Type": "application/json"}

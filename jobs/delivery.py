@@ -18,6 +18,7 @@ import warnings
 from datetime import timedelta
 
 import dramatiq
+import redis
 from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 from telegram.warnings import PTBUserWarning
@@ -145,6 +146,9 @@ async def _send_parts(
         return {"messages_sent": sent, "lease_lost": 1}, None
     except NetworkError as exc:  # Telegram unreachable: retried for as long as it takes
         await res.outbox.release(message.id, f"{type(exc).__name__}: {exc.message}", held=message)
+        raise
+    except (redis.ConnectionError, redis.TimeoutError) as exc:  # the send windows' Redis is down
+        await res.outbox.release(message.id, f"Redis: {type(exc).__name__}", held=message)
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"

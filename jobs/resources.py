@@ -81,9 +81,13 @@ async def close_resources() -> None:
     if _resources is None:
         return
     current, _resources = _resources, None
-    await current.bot.shutdown()
-    await current.redis.aclose()
-    await current.store.close()
+    try:
+        await current.bot.shutdown()
+    finally:
+        try:
+            await current.redis.aclose()
+        finally:
+            await current.store.close()
 
 
 async def _create(settings: Settings) -> Resources:

@@ -5,6 +5,7 @@ neither error's text holds the bot token, which is part of every URL."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -23,8 +24,12 @@ CHAT = {"id": 42, "type": "private", "first_name": "Ada"}
 
 
 @contextlib.asynccontextmanager
-async def bot_api(seen: list, *, answer_after: float = 0.0) -> AsyncIterator[str]:
-    """A Bot API stand-in that keeps what each call carried, answering after ``answer_after``."""
+async def bot_api(
+    seen: list, *, answer_after: float = 0.0, proxy_logins: list | None = None
+) -> AsyncIterator[str]:
+    """A Bot API stand-in that keeps what each call carried, answering after ``answer_after``;
+    ``proxy_logins`` gets each call's Proxy-Authorization header (it can stand in for a proxy)."""
+    proxy_logins = [] if proxy_logins is None else proxy_logins
 
     async def call(request: web.Request) -> web.Response:
         method = request.match_info["method"]
@@ -34,6 +39,7 @@ async def bot_api(seen: list, *, answer_after: float = 0.0) -> AsyncIterator[str
         else:
             body = await request.json()
         seen.append((method, request.content_type, body))
+        proxy_logins.append(request.headers.get("Proxy-Authorization"))
         await asyncio.sleep(answer_after)
         result = USER if method == "getMe" else {"message_id": 7, "date": 0, "chat": CHAT}
         return web.json_response({"ok": True, "result": result})
@@ -145,3 +151,29 @@ async def test_a_proxy_aegis_cannot_use_is_refused_in_words_not_bypassed(monkeyp
         await client.get_me()
     await client.shutdown()
     assert "secret" not in str(raised.value)
+
+
+async def test_a_proxy_login_goes_as_a_header_and_never_into_an_error(monkeypatch):
+    seen: list = []
+    logins: list = []
+    async with bot_api(seen, proxy_logins=logins) as proxy_url:
+        monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://ada:s3cret@"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        async with bot("http://api.telegram.invalid/bot") as client:
+            await client.get_me()
+    assert logins[-1] == "Basic " + base64.b64encode(b"ada:s3cret").decode()
+
+    monkeypatch.setenv("HTTP_PROXY", f"http://ada:s3cret@127.0.0.1:{free_port()}")  # not there
+    client = bot("http://api.telegram.invalid/bot", connect_timeout=1.0)
+    with pytest.raises(NetworkError) as raised:
+        await client.get_me()
+    await client.shutdown()
+    assert "s3cret" not in str(raised.value)
+
+
+async def test_a_file_name_with_a_control_character_still_goes():
+    seen: list = []
+    async with bot_api(seen) as url:
+        async with bot(url) as client:
+            await client.send_document(42, InputFile(b"x", filename="two\nlines.txt"))
+    assert seen[-1][2]["document"] == "two_lines.txt"
