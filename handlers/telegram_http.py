@@ -2,8 +2,8 @@
 
 Every message aegis sends is one request, so the client's own cost is paid per message: httpx
 spends about 0.9 ms of CPU on a small request to a local server, aiohttp about 0.3 ms. In
-``aegis up`` the web, the worker and the clock share one interpreter, so that difference was
-most of what a reply cost beyond the database.
+``aegis up`` the web, the worker and the clock share one interpreter, so every reply paid the
+difference out of the same core.
 
 It speaks to PTB as any ``BaseRequest`` does: a status and a body back, timeouts raised as
 ``TimedOut`` and transport failures as ``NetworkError``, whose message never carries the URL
@@ -105,9 +105,7 @@ class AiohttpRequest(BaseRequest):
         except TimeoutError as exc:  # aiohttp's own timeouts are TimeoutErrors too
             raise TimedOut(f"no answer from the Bot API in time ({type(exc).__name__})") from None
         except aiohttp.ClientError as exc:
-            text = _without(url, exc)
-            if proxy is not None:
-                text = text.replace(str(proxy.url), "<proxy>")
+            text = _without(url, proxy, exc)
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {text}") from None
 
     def _open_session(self) -> aiohttp.ClientSession:
@@ -121,7 +119,8 @@ class AiohttpRequest(BaseRequest):
         return self._session
 
     def _proxy_for(self, url: str) -> _Proxy | None:
-        """The proxy the environment names for this URL's host, looked up once per host."""
+        """The proxy the environment names for this URL's host, looked up once per host (a
+        cache by URL would grow with every file downloaded)."""
         parts = urllib.parse.urlsplit(url)
         key = (parts.scheme, parts.hostname or "")
         if key not in self._proxies:
@@ -203,6 +202,9 @@ _UNSET = type(BaseRequest.DEFAULT_NONE)  # PTB's "not given", which is a Default
 _TOKEN = re.compile(r"\d+(?::|%3A)[A-Za-z0-9_-]{20,}", re.IGNORECASE)
 
 
-def _without(url: str, exc: Exception) -> str:
-    """The error's text with the request's URL, and any token in it, taken out."""
-    return _TOKEN.sub("<token>", str(exc).replace(url, "<Bot API URL>"))
+def _without(url: str, proxy: _Proxy | None, exc: Exception) -> str:
+    """The error's text with the request's URL, any token in it, and the proxy taken out."""
+    text = str(exc).replace(url, "<Bot API URL>")
+    if proxy is not None:
+        text = text.replace(str(proxy.url), "<proxy>")
+    return _TOKEN.sub("<token>", text)
