@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from aegis.mcp_listener import MCP_PATH
-from bot import migrate
 from bot.agent_tokens import AgentTokens
 from bot.config_file import load_config
 from bot.errors import AegisError
 from bot.settings import Settings
-from bot.store import Store, wait_for
+from bot.store import migrate
+from bot.store.database import Store, wait_for
 
 
 @dataclass(frozen=True)

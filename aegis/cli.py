@@ -157,8 +157,8 @@ def run_doctor(settings: Settings) -> int:
 
 
 def run_db_upgrade(settings: Settings) -> int:
-    from bot import migrate
-    from bot.store import Store, wait_for
+    from bot.store import migrate
+    from bot.store.database import Store, wait_for
 
     async def upgrade() -> list[str]:
         settings.ensure_data_dir()

@@ -17,7 +17,7 @@ from bot.errors import BrokerError, StoreError
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.live_config import LiveConfig
 from bot.schedules import BUILTIN_SCHEDULES, Schedules
-from bot.store import Store
+from bot.store.database import Store
 from bot.timeutil import now
 
 logger = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from dramatiq.brokers.redis import RedisBroker
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
-from bot import migrate
 from bot.settings import Settings
-from bot.store import Store, wait_for
+from bot.store import migrate
+from bot.store.database import Store, wait_for
 from jobs import load_actors
 from jobs.broker import queue_depths
 

@@ -48,10 +48,11 @@ from typing import Any
 from sqlalchemy import insert, select
 from tap_latency import bench_tap, heading  # the tap part, and its headings
 
-from bot import demo, migrate
+from bot import demo
 from bot.approvals import Approvals, _live
-from bot.store import Store
-from bot.tables import grants
+from bot.store import migrate
+from bot.store.database import Store
+from bot.store.tables import grants
 from bot.timeutil import now
 from policies.canonical import approval_hash
 from policies.decision import Gate, decide

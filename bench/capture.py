@@ -39,8 +39,8 @@ import fullstack
 from fullstack import FIRST_USER, PROBE_USER, percentile
 from sqlalchemy import func, select
 
-from bot.store import Store
-from bot.tables import tasks
+from bot.store.database import Store
+from bot.store.tables import tasks
 from emulator.inject import inject_message
 
 POSTGRES_DSN = os.environ.get(

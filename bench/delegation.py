@@ -33,14 +33,14 @@ from capture import POSTGRES_DSN, fresh_database
 from fullstack import percentile
 from sqlalchemy import insert, text
 
-from bot import migrate
 from bot.agent_run import RunState
 from bot.callbacks import CallbackSigner
 from bot.delegation import Delegation, Limits, oldest_eligible
 from bot.platform import Platform
 from bot.settings import Settings
-from bot.store import Store
-from bot.tables import agent_runs, tasks
+from bot.store import migrate
+from bot.store.database import Store
+from bot.store.tables import agent_runs, tasks
 from bot.task import State
 from bot.tasks import Tasks
 from bot.timeutil import now

@@ -56,7 +56,7 @@ from mcp_taps import APPROVED, bench_taps, print_taps, settled_at  # the second 
 from aegis.mcp_listener import MCP_PATH
 from aegis.mcp_server import RequireAgentToken
 from bot.agent_tokens import AgentTokens
-from bot.store import Store
+from bot.store.database import Store
 from emulator import create_emulator_app
 
 AGENT = "coder"

@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from bot.cards import SETTLED
 from bot.held_calls import POLL_SECONDS
-from bot.tables import interactions
+from bot.store.tables import interactions
 from emulator.client import EmulatorClient
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ from capture import running_aegis, with_store
 from fullstack import PROBE_USER, percentile
 from sqlalchemy import insert, text
 
-from bot import migrate, search
-from bot.store import Store
-from bot.tables import tasks
+from bot.store import migrate, search
+from bot.store.database import Store
+from bot.store.tables import tasks
 from bot.task import State
 from bot.tasks import Tasks
 from bot.timeutil import now

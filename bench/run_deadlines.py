@@ -18,7 +18,7 @@ from capture import with_store
 from fullstack import percentile
 from sqlalchemy import select
 
-from bot.tables import agent_runs
+from bot.store.tables import agent_runs
 
 if TYPE_CHECKING:
     from runs import Emulator, Seen

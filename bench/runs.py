@@ -55,7 +55,7 @@ from sqlalchemy import select
 from aegis.embedded_redis import EmbeddedRedis
 from aegis.processes import WORKER_TIMEOUT_MS
 from bot.settings import Settings
-from bot.tables import agent_runs
+from bot.store.tables import agent_runs
 from emulator.inject import inject_message
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,7 +18,7 @@ from bot.approvals import Approvals
 from bot.audit import Audit, AuditEvent
 from bot.cards import visible
 from bot.interactions import Ask, Effects, Interaction, Interactions, Kind
-from bot.store import serialize_on
+from bot.store.database import serialize_on
 from policies.canonical import approval_hash
 from policies.decision import Allow, Deny, Gate, decide
 from policies.tools import Catalog

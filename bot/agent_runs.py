@@ -29,8 +29,8 @@ from bot.agent_run import (
 )
 from bot.interaction import OPEN
 from bot.outbox import Outbox
-from bot.store import Store
-from bot.tables import agent_runs, interactions, outbox
+from bot.store.database import Store
+from bot.store.tables import agent_runs, interactions, outbox
 from bot.timeutil import now
 
 

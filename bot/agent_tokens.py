@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import insert, or_, select, update
 
-from bot.store import Store, sqlite_time
-from bot.tables import agent_tokens
+from bot.store.database import Store, sqlite_time
+from bot.store.tables import agent_tokens
 from bot.timeutil import now
 
 TOKEN_BYTES = 32

@@ -15,8 +15,8 @@ from bot.audit import Audit, AuditEvent, audit_card
 from bot.codes import CodeVerifier
 from bot.interaction import OPEN, Effects, Interaction, Kind, Outcome, Reply, Status
 from bot.notes import NoteKind, add_note
-from bot.tables import interaction_cards, interactions
-from bot.tables import outbox as outbox_table
+from bot.store.tables import interaction_cards, interactions
+from bot.store.tables import outbox as outbox_table
 from bot.timeutil import now
 
 CARDS_SCANNED_FOR_REPLIES = 500

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.store import Store, sqlite_time
-from bot.tables import grants
+from bot.store.database import Store, sqlite_time
+from bot.store.tables import grants
 from bot.timeutil import now
 
 GRANT_LIFETIME = timedelta(minutes=15)

@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.store import Store
-from bot.tables import audit_events
+from bot.store.database import Store
+from bot.store.tables import audit_events
 from bot.timeutil import now
 
 DETAIL_LIMIT = 2000

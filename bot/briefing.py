@@ -19,7 +19,7 @@ from bot.callbacks import CallbackSigner
 from bot.cards import clip, visible
 from bot.interaction import Interaction
 from bot.interactions import Interactions
-from bot.tables import agent_runs
+from bot.store.tables import agent_runs
 from bot.task import Page, State
 from bot.task_views import PAGE_KIND, task_line
 from bot.tasks import Tasks

@@ -18,8 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.errors import PairingError, PairingLocked
-from bot.store import Store
-from bot.tables import code_attempts, totp_steps
+from bot.store.database import Store
+from bot.store.tables import code_attempts, totp_steps
 from bot.timeutil import now
 
 LOCKOUT_WINDOW = timedelta(minutes=15)

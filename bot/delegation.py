@@ -27,7 +27,7 @@ from sqlalchemy import and_, func, or_, select, union_all
 from bot.agent_run import ACTIVE, AgentRun, RunOrigin, RunRefused, RunState
 from bot.agents import AgentProfile, HarnessKind, TaskHandler
 from bot.platform import Platform
-from bot.tables import agent_runs, tasks
+from bot.store.tables import agent_runs, tasks
 from bot.task import State, Task, TaskRefused
 from bot.timeutil import now
 

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, insert, select, update
 
-from bot.store import Store
-from bot.tables import heartbeats
+from bot.store.database import Store
+from bot.store.tables import heartbeats
 from bot.timeutil import now
 
 BEAT_EVERY = timedelta(seconds=10)

@@ -39,8 +39,8 @@ from bot.actions import Actions, Outcome, Status
 from bot.audit import Audit, AuditEvent
 from bot.interaction import OPEN, Kind
 from bot.interaction import Outcome as CardOutcome
-from bot.store import Store, sqlite_time
-from bot.tables import grants, interactions
+from bot.store.database import Store, sqlite_time
+from bot.store.tables import grants, interactions
 from bot.timeutil import now
 from policies.canonical import approval_hash
 from policies.decision import Gate, decide

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from bot.cards import clip, visible
 from bot.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
 from bot.interactions import Interactions
-from bot.store import Store
+from bot.store.database import Store
 from bot.task import Closed, State, Task, TaskRefused
 from bot.tasks import Tasks
 from bot.triage import OUTCOMES, Triage, Triager, suggest

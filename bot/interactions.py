@@ -40,8 +40,8 @@ from bot.interaction import (  # noqa: F401  (the service's vocabulary, importab
 )
 from bot.notes import Notes
 from bot.outbox import TELEGRAM_TEXT_LIMIT, Outbox
-from bot.store import Store
-from bot.tables import interaction_cards, interactions
+from bot.store.database import Store
+from bot.store.tables import interaction_cards, interactions
 from bot.timeutil import now
 from policies.canonical import approval_hash
 

@@ -19,8 +19,8 @@ from sqlalchemy import case, func, insert, select, type_coerce
 from bot.agent_run import RunRefused
 from bot.agents import AgentProfile, Provider
 from bot.interaction import OPEN, Ask, Kind, TimeoutPolicy
-from bot.store import Store
-from bot.tables import UTCDateTime, interactions, model_calls
+from bot.store.database import Store
+from bot.store.tables import UTCDateTime, interactions, model_calls
 from bot.timeutil import now, short_time
 
 OK = "ok"  # the status of a call that answered; anything else is a failure, in words

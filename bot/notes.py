@@ -1,5 +1,5 @@
 """The notes store: what was filed as ``@reference`` and what the owner told an agent by
-replying to its cards, searchable by words (bot/search.py) on SQLite and Postgres alike."""
+replying to its cards, searchable by words (bot/store/search.py) on SQLite and Postgres alike."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from datetime import datetime
 from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot import search
-from bot.store import Store
-from bot.tables import notes
+from bot.store import search
+from bot.store.database import Store
+from bot.store.tables import notes
 from bot.timeutil import now
 
 

@@ -22,8 +22,8 @@ from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.store import Store, sqlite_time
-from bot.tables import outbox
+from bot.store.database import Store, sqlite_time
+from bot.store.tables import outbox
 from bot.timeutil import now
 
 TELEGRAM_TEXT_LIMIT = 4096

@@ -14,8 +14,8 @@ from sqlalchemy import case, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.codes import CodeVerifier
-from bot.store import Store
-from bot.tables import owners, unknown_senders
+from bot.store.database import Store
+from bot.store.tables import owners, unknown_senders
 from bot.timeutil import now
 
 REFUSAL_INTERVAL = timedelta(hours=1)

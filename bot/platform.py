@@ -28,7 +28,7 @@ from bot.notes import Notes
 from bot.outbox import Outbox
 from bot.run_views import progress_text
 from bot.settings import Settings
-from bot.store import Store
+from bot.store.database import Store
 from bot.task import Task
 from bot.tasks import Tasks
 from bot.triage import RuleTriager, Triage

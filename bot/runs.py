@@ -12,8 +12,8 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
-from bot.store import Store
-from bot.tables import runs
+from bot.store.database import Store
+from bot.store.tables import runs
 
 
 class RunStatus(enum.StrEnum):

@@ -24,8 +24,8 @@ from sqlalchemy import delete, func, insert, or_, select, update
 
 from bot.agent_run import ACTIVE, RunState
 from bot.agents import ScheduleSpec
-from bot.store import Store
-from bot.tables import agent_runs, schedules
+from bot.store.database import Store
+from bot.store.tables import agent_runs, schedules
 from bot.timeutil import now
 
 logger = logging.getLogger(__name__)

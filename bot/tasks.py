@@ -17,11 +17,11 @@ from sqlalchemy import String, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot import search
 from bot.capture import Capture
 from bot.notes import NoteKind, add_note
-from bot.store import Store
-from bot.tables import notes, tasks
+from bot.store import search
+from bot.store.database import Store
+from bot.store.tables import notes, tasks
 from bot.task import MAX_LABELS, Captured, Closed, Edit, Page, State, Task, TaskRefused
 from bot.timeutil import now
 

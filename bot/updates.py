@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from bot.store import Store
-from bot.tables import updates
+from bot.store.database import Store
+from bot.store.tables import updates
 from bot.timeutil import now
 
 GIVE_UP_AFTER = timedelta(days=1)

@@ -17,7 +17,7 @@ from bot.owners import Owners
 from bot.platform import Platform
 from bot.runs import Runs
 from bot.settings import Settings
-from bot.store import Store
+from bot.store.database import Store
 
 SERVICES_KEY = "aegis.services"
 

@@ -13,7 +13,7 @@ from telegram.ext import ContextTypes
 from bot import task_views
 from bot.callbacks import CallbackData
 from bot.cards import clip, visible
-from bot.search import words
+from bot.store.search import words
 from bot.task import Closed, State, TaskRefused, parse_label
 from handlers.capture import capture_of
 from handlers.services import Services, reply, services

@@ -22,7 +22,7 @@ from bot.platform import Platform
 from bot.runs import Runs
 from bot.secrets import SecretFiles, callback_signer
 from bot.settings import Settings
-from bot.store import Store
+from bot.store.database import Store
 from handlers.botapi import make_bot
 from jobs.enqueue import make_enqueue
 from jobs.redis_client import loop_client

@@ -19,8 +19,8 @@ import redis
 # As `aegis` does (aegis/cli.py): PTB's RetryAfter reads as a timedelta, without a warning.
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
-from bot import migrate
-from bot.store import Store
+from bot.store import migrate
+from bot.store.database import Store
 
 CI = os.environ.get("CI") == "true"
 REDIS_URL = os.environ.get("AEGIS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

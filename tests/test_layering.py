@@ -64,5 +64,5 @@ def test_importing_the_whole_core_loads_no_adapter():
 
 def test_the_layering_check_would_catch_an_adapter_import(tmp_path):
     offender = tmp_path / "bad.py"
-    offender.write_text("from telegram.ext import Application\nimport bot.store\n")
+    offender.write_text("from telegram.ext import Application\nimport bot.store.database\n")
     assert "telegram.ext" in imported_modules(offender)

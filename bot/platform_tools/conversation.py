@@ -24,8 +24,8 @@ from sqlalchemy import and_, func, insert, select, update
 from bot.cards import visible
 from bot.errors import ToolRefused
 from bot.interaction import OPEN, Ask, Effects, Interaction, Kind, TimeoutPolicy
-from bot.store import serialize_on
-from bot.tables import agent_messages, interactions
+from bot.store.database import serialize_on
+from bot.store.tables import agent_messages, interactions
 from bot.timeutil import now
 from policies.tools import Effect, ToolSpec, object_schema
 

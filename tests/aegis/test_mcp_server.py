@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from bot.agent_tokens import AgentTokens
 from bot.secrets import SecretFiles
-from bot.tables import audit_events, interactions
+from bot.store.tables import audit_events, interactions
 from tests.helpers.mcp import mcp_client, mcp_url
 from tests.helpers.runs import message_with, tap, tool_runs
 from tests.helpers.stack import eventually, make_settings, running_stack

@@ -20,8 +20,8 @@ from bot.codes import CodeVerifier
 from bot.interaction import Status as CardStatus
 from bot.platform import Platform
 from bot.settings import Settings
-from bot.store import Store
-from bot.tables import grants
+from bot.store.database import Store
+from bot.store.tables import grants
 from tests.helpers.interactions import (
     ALICE,
     BUILT_TOOLS,
@@ -208,7 +208,7 @@ async def test_a_denied_card_grants_nothing(platform, store, toolbox):
 
 
 async def test_a_card_that_expired_grants_nothing(platform, store, toolbox):
-    from bot.tables import interactions
+    from bot.store.tables import interactions
 
     card_id = (await perform(platform)).interaction_id
     await move_into_past(store, interactions, card_id)

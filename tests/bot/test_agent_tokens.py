@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from bot.agent_tokens import AgentTokens, TokenHolder
-from bot.tables import agent_tokens
+from bot.store.tables import agent_tokens
 from tests.helpers.mcp import agent_of
 
 HOUR = timedelta(hours=1)

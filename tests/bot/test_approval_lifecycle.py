@@ -28,12 +28,13 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import select
 
-from bot import codes, migrate
+from bot import codes
 from bot.actions import Status
 from bot.codes import CodeVerifier
 from bot.errors import PairingLocked
-from bot.store import Store
-from bot.tables import audit_events, grants, interactions
+from bot.store import migrate
+from bot.store.database import Store
+from bot.store.tables import audit_events, grants, interactions
 from policies.canonical import approval_hash
 from tests.helpers.interactions import (
     ALICE,

@@ -10,8 +10,8 @@ from sqlalchemy import select, update
 
 from bot.approvals import LIVE_GRANT_SQL, Approvals, _live
 from bot.errors import StoreError
-from bot.store import Store, sqlite_time
-from bot.tables import grants
+from bot.store.database import Store, sqlite_time
+from bot.store.tables import grants
 from bot.timeutil import now
 
 

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from bot import codes
 from bot.codes import CodeVerifier
 from bot.errors import PairingError, PairingLocked
-from bot.tables import code_attempts, totp_steps
+from bot.store.tables import code_attempts, totp_steps
 
 SECRET = pyotp.random_base32()
 TOTP = pyotp.TOTP(SECRET)
@@ -163,7 +163,7 @@ async def test_separate_secret_names_keep_separate_steps(store, clock):
 
 async def test_concurrent_uses_of_one_code_accept_exactly_one(store, database_url, clock):
     """Verifiers in separate stores (like web and worker) race for the very first step."""
-    from bot.store import Store
+    from bot.store.database import Store
 
     stores = [Store(database_url) for _ in range(5)]
     try:

@@ -19,8 +19,8 @@ from bot.outbox import Outbox
 from bot.platform import Platform
 from bot.platform_tools.conversation import MAX_OPEN_CARDS, MAX_UNREAD_FROM_ONE_SENDER
 from bot.settings import Settings
-from bot.tables import agent_messages
-from bot.tables import interactions as interactions_table
+from bot.store.tables import agent_messages
+from bot.store.tables import interactions as interactions_table
 from tests.helpers.interactions import (
     ALICE,
     CHAT,

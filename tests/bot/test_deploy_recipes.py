@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from bot import migrate
 from bot.actions import Caller
 from bot.config_file import load_config
 from bot.errors import PolicyConfigError, ToolRefused
 from bot.platform import Platform
 from bot.platform_tools.deploy import DeployRecipe
 from bot.settings import Settings
-from bot.store import Store
+from bot.store import migrate
+from bot.store.database import Store
 from tests.helpers.interactions import CHAT, SIGNER, RecordingEnqueue
 
 RECIPES = """\

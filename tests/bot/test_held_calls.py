@@ -12,7 +12,7 @@ from bot.actions import Status
 from bot.held_calls import MAX_OPEN_CARDS, REFUSAL_MEMORY, HeldCalls
 from bot.interaction import Status as CardStatus
 from bot.platform import Platform
-from bot.tables import interactions
+from bot.store.tables import interactions
 from policies.canonical import approval_hash
 from tests.helpers.interactions import (
     ALICE,

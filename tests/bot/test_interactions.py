@@ -21,8 +21,8 @@ from bot.codes import CodeVerifier
 from bot.errors import PairingLocked
 from bot.interaction import Ask, Kind, Outcome, Status, TimeoutPolicy
 from bot.outbox import TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind
-from bot.store import Store
-from bot.tables import interactions as interactions_table
+from bot.store.database import Store
+from bot.store.tables import interactions as interactions_table
 from tests.helpers.interactions import (
     ALICE,
     BOB,

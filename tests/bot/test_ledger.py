@@ -10,7 +10,7 @@ from sqlalchemy import insert
 
 from bot.agents import AgentProfile, HarnessKind, Provider
 from bot.ledger import Ledger, provider_label
-from bot.tables import model_calls
+from bot.store.tables import model_calls
 from bot.timeutil import now
 
 

@@ -19,8 +19,8 @@ from bot.outbox import (
     OutboxStatus,
     split_text,
 )
-from bot.store import Store
-from bot.tables import outbox as outbox_table
+from bot.store.database import Store
+from bot.store.tables import outbox as outbox_table
 from bot.timeutil import now
 
 CHAT, OTHER_CHAT = 501, 502

@@ -7,8 +7,8 @@ import asyncio
 from sqlalchemy import select
 
 from bot.owners import Owners
-from bot.store import Store
-from bot.tables import unknown_senders
+from bot.store.database import Store
+from bot.store.tables import unknown_senders
 
 
 async def test_a_burst_from_a_new_stranger_earns_exactly_one_refusal(store, database_url):
@@ -42,7 +42,7 @@ async def test_pairing_that_fails_to_add_the_owner_does_not_spend_the_code(store
     from sqlalchemy.exc import IntegrityError
 
     from bot.codes import CodeVerifier
-    from bot.tables import code_attempts, owners, totp_steps
+    from bot.store.tables import code_attempts, owners, totp_steps
     from bot.timeutil import now
 
     secret = pyotp.random_base32()

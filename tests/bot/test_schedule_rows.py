@@ -16,7 +16,7 @@ from bot.live_config import LiveConfig
 from bot.outbox import Outbox
 from bot.run_views import progress_text
 from bot.schedules import BUILTIN_SCHEDULES, FILE_ACTOR, Schedule, Schedules
-from bot.tables import agent_runs, schedules
+from bot.store.tables import agent_runs, schedules
 from bot.timeutil import now
 
 NEWS = ScheduleSpec("news", 3600, "What happened overnight?", agent="scout")

@@ -9,7 +9,7 @@ from sqlalchemy import select, update
 
 from bot.errors import BrokerError
 from bot.schedules import Schedule, Schedules
-from bot.tables import schedules
+from bot.store.tables import schedules
 from bot.timeutil import now
 
 SWEEP = Schedule("sweep", "sweep_outbox", 30)

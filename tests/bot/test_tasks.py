@@ -12,7 +12,7 @@ from sqlalchemy import func, select, update
 
 from bot.capture import Capture, Origin
 from bot.notes import NoteKind, Notes
-from bot.tables import notes, tasks
+from bot.store.tables import notes, tasks
 from bot.task import MAX_LABELS, Closed, State, TaskRefused, parse_label
 from bot.tasks import COUNT_AT_MOST, Tasks
 from bot.triage import Triage

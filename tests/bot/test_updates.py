@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from bot.tables import updates
+from bot.store.tables import updates
 from bot.timeutil import now
 from bot.updates import GIVE_UP_AFTER, LONGEST_BACKOFF, UpdateLog
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from bot import migrate
 from bot.actions import Caller, Status
 from bot.agent_run import RunOrigin
 from bot.errors import ToolRefused
@@ -27,8 +26,9 @@ from bot.platform import Platform
 from bot.platform_tools.workdir import MAX_FILE_BYTES
 from bot.processes import KEEP_BYTES
 from bot.settings import Settings
-from bot.store import Store
-from bot.tables import agent_runs, outbox
+from bot.store import migrate
+from bot.store.database import Store
+from bot.store.tables import agent_runs, outbox
 from bot.timeutil import now
 from tests.helpers.interactions import CHAT, SIGNER, RecordingEnqueue
 from tests.helpers.outbox import delivery_stack, settled_row

@@ -30,7 +30,7 @@ async def delivery_recorded(stack, telegram_message_id: int) -> bool:
     emulator shows the message, and a reply is matched to its card by that id."""
     from sqlalchemy import select
 
-    from bot.tables import outbox
+    from bot.store.tables import outbox
 
     async with stack.store.read() as conn:
         sent = (await conn.execute(select(outbox.c.telegram_message_ids))).scalars().all()
@@ -167,7 +167,7 @@ async def test_a_reply_to_a_card_is_kept_as_a_note_for_the_agent(stack):
 async def test_a_tap_after_expiry_says_so_and_the_continuation_hears_no(stack):
     from sqlalchemy import update
 
-    from bot.tables import interactions
+    from bot.store.tables import interactions
     from bot.timeutil import now
 
     outcome = await gated_write(stack, chat_id=OWNER_CHAT, run="t", step=1)

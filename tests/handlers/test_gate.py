@@ -14,7 +14,15 @@ import pytest
 from sqlalchemy import func, select
 
 from bot.secrets import SecretFiles
-from bot.tables import code_attempts, outbox, owners, runs, totp_steps, unknown_senders, updates
+from bot.store.tables import (
+    code_attempts,
+    outbox,
+    owners,
+    runs,
+    totp_steps,
+    unknown_senders,
+    updates,
+)
 from handlers.gate import REFUSAL
 from tests.helpers.stack import OWNER_CHAT, make_settings, running_stack
 from tests.helpers.transport import (

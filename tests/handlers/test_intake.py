@@ -5,7 +5,7 @@ client could not produce them (a repeated update_id, a malformed body, an unknow
 from __future__ import annotations
 
 from aegis.web import EMULATOR
-from bot.tables import outbox, tasks, updates
+from bot.store.tables import outbox, tasks, updates
 from tests.helpers.stack import OWNER_CHAT, make_settings, running_stack
 from tests.helpers.transport import (
     all_rows,

@@ -2,8 +2,9 @@
 
 Redis is a real embedded Redis of the test's own, really stopped and started again. The
 database outage is fault injection: the web process's store refuses reads and writes with the
-StoreError that ``bot/store.py`` raises when the database cannot be reached (stopping the shared
-Postgres server, or deleting the SQLite file, would hit every other test and process).
+StoreError that ``bot/store/database.py`` raises when the database cannot be reached (stopping
+the shared Postgres server, or deleting the SQLite file, would hit every other test and
+process).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from aegis.embedded_redis import EmbeddedRedis
-from bot.tables import outbox, runs
+from bot.store.tables import outbox, runs
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 from tests.helpers.transport import (
     StoreOutage,

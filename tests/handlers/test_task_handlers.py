@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.capture import Capture, Origin
-from bot.tables import notes, outbox, tasks
+from bot.store.tables import notes, outbox, tasks
 from bot.task import State
 from handlers.commands import HELP
 from handlers.gate import REFUSAL

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 
 from aegis.web import SECRET_HEADER, WEB, WEBHOOK_PATH
-from bot.tables import updates
+from bot.store.tables import updates
 from tests.helpers.stack import OWNER_CHAT, eventually, running_stack
 from tests.helpers.transport import (
     drained,

@@ -21,8 +21,8 @@ from bot.interactions import Interactions
 from bot.outbox import Outbox
 from bot.platform import Platform
 from bot.settings import Settings
-from bot.store import Store
-from bot.tables import audit_events, grants, interaction_cards, interactions, outbox
+from bot.store.database import Store
+from bot.store.tables import audit_events, grants, interaction_cards, interactions, outbox
 from policies.canonical import approval_hash
 
 SIGNER = CallbackSigner(b"k" * 32)

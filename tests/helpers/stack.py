@@ -15,9 +15,9 @@ import dramatiq
 from aiohttp import web
 
 from aegis.web import WEB, create_web_app
-from bot import migrate
 from bot.settings import Settings
-from bot.store import Store
+from bot.store import migrate
+from bot.store.database import Store
 from emulator import DEFAULT_USER, EmulatorState
 from emulator.client import EmulatorClient
 from handlers.botapi import EMULATOR_PREFIX, emulator_key

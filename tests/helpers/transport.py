@@ -13,8 +13,8 @@ from sqlalchemy import select
 
 from bot.errors import StoreError
 from bot.outbox import OutboxStatus
-from bot.store import Store
-from bot.tables import heartbeats, outbox, updates
+from bot.store.database import Store
+from bot.store.tables import heartbeats, outbox, updates
 from emulator import DEFAULT_USER
 from tests.helpers.stack import Stack, eventually, free_port, make_settings
 
@@ -135,7 +135,7 @@ async def owner_marker(stack: Stack, text: str = "/help") -> dict[str, Any]:
 
 class StoreOutage:
     """Fault injection: while ``down``, the store refuses reads and writes with StoreError,
-    exactly what ``bot/store.py`` raises when the database cannot be reached."""
+    exactly what ``bot/store/database.py`` raises when the database cannot be reached."""
 
     def __init__(self, store: Store, monkeypatch) -> None:
         self.down = False

@@ -32,7 +32,7 @@ from bot.agent_run import RunState
 from bot.agent_tokens import AgentTokens
 from bot.agents import AgentProfile, HarnessKind
 from bot.harness import HarnessFailed
-from bot.tables import agent_runs, agent_tokens, audit_events, model_calls
+from bot.store.tables import agent_runs, agent_tokens, audit_events, model_calls
 from jobs.harnesses import cli_process
 from jobs.harnesses.cli import (
     CLAUDE_DENIED_TOOLS,

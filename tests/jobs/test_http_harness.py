@@ -21,7 +21,7 @@ from bot.agent_run import RunState
 from bot.agents import AgentProfile, HarnessKind
 from bot.harness import HarnessFailed
 from bot.ledger import Ledger
-from bot.tables import agent_runs, audit_events, interactions, model_calls
+from bot.store.tables import agent_runs, audit_events, interactions, model_calls
 from bot.tool_offer import WIRE_NAME, capped, tool_text, wire_name
 from jobs.harnesses import http as http_harness
 from jobs.harnesses.http import (

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from bot.agent_run import RunState
 from bot.audit import AuditEvent
 from bot.outbox import OutboxStatus
-from bot.tables import agent_runs, audit_events, outbox, runs
+from bot.store.tables import agent_runs, audit_events, outbox, runs
 from tests.helpers import worker_process
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 

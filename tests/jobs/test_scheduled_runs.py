@@ -23,7 +23,7 @@ from bot.agent_run import RunState
 from bot.interaction import Ask, Kind
 from bot.live_config import LiveConfig
 from bot.schedules import Schedules
-from bot.tables import agent_runs, runs, schedules
+from bot.store.tables import agent_runs, runs, schedules
 from bot.timeutil import now
 from jobs.enqueue import make_enqueue
 from tests.helpers.runs import buttons, message_with, tap

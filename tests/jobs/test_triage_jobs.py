@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from bot.inbox import ASKER
-from bot.tables import interactions, outbox, runs, tasks
+from bot.store.tables import interactions, outbox, runs, tasks
 from bot.task import Closed, State
 from bot.triage import Triage
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack

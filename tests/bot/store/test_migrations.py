@@ -1,4 +1,4 @@
-"""Migrations on SQLite and Postgres: applied once, safe to race, and equal to ``bot.tables``."""
+"""Migrations on SQLite and Postgres: applied once, safe to race, equal to ``bot.store.tables``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from bot import migrate, search
-from bot.store import Store
-from bot.tables import metadata
+from bot.store import migrate, search
+from bot.store.database import Store
+from bot.store.tables import metadata
 
 REVISIONS = ["0001", "0002", "0003", "0004", "0005"]
 HEAD = REVISIONS[-1]
@@ -24,7 +24,7 @@ async def schema_differences(store: Store) -> list:
             opts={
                 "compare_type": True,
                 "compare_server_default": True,
-                # bot/search.py's indexes live outside bot.tables (FTS5 tables, GIN indexes)
+                # bot/store/search.py's indexes live outside the tables (FTS5 tables, GIN indexes)
                 "include_name": lambda name, kind, parents: name not in SEARCH_INDEXES,
             },
         )

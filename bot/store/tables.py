@@ -1,5 +1,5 @@
-"""The tables, as SQLAlchemy Core. Migrations in ``bot/migrations`` create exactly these;
-``tests/bot/test_migrations.py`` fails if the two drift apart."""
+"""The tables, as SQLAlchemy Core. Migrations in ``bot/store/migrations`` create exactly these;
+``tests/bot/store/test_migrations.py`` fails if the two drift apart."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ tasks = Table(
     Column("capture_key", String(200), unique=True),  # the same message captured twice is one task
     Column("title", String(200), nullable=False),
     Column("body", Text, nullable=False),
-    Column("search_text", Text, nullable=False),  # see bot/search.py
+    Column("search_text", Text, nullable=False),  # see bot/store/search.py
     Column("state", String(16), nullable=False),
     Column("labels", JSON, nullable=False),
     Column("assignee", String(100)),
@@ -304,7 +304,7 @@ notes = Table(
     Column("interaction_id", Integer),
     Column("user_id", BigInteger),
     Column("text", Text, nullable=False),
-    Column("search_text", Text, nullable=False),  # see bot/search.py
+    Column("search_text", Text, nullable=False),  # see bot/store/search.py
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_notes_agent", "agent", "id"),
 )

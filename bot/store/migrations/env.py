@@ -1,8 +1,8 @@
-"""Alembic environment: aegis always hands in an open connection (see bot/migrate.py)."""
+"""Alembic environment: aegis always hands in an open connection (see bot/store/migrate.py)."""
 
 from alembic import context
 
-from bot.tables import metadata
+from bot.store.tables import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(

@@ -18,7 +18,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select,
 from sqlalchemy.engine import URL, make_url
 
 from bot.errors import StoreError
-from bot.store import Store
+from bot.store.database import Store
 
 scratch = MetaData()
 counters = Table(

@@ -14,7 +14,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from bot.store import Store
+from bot.store.database import Store
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 POSTGRES_LOCK_ID = 0x6165_6769  # "aegi"

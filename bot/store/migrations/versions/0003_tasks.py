@@ -8,7 +8,7 @@ Create Date: 2026-11-29 14:00:00
 import sqlalchemy as sa
 from alembic import op
 
-from bot import search
+from bot.store import search
 
 revision = "0003"
 down_revision = "0002"

@@ -15,11 +15,11 @@ import pytest
 from alembic import command
 from sqlalchemy import MetaData, Table, insert, select
 
-from bot import migrate, search
 from bot.capture import Capture, Origin
 from bot.notes import NoteKind, Notes, add_note
-from bot.store import Store
-from bot.tables import notes
+from bot.store import migrate, search
+from bot.store.database import Store
+from bot.store.tables import notes
 from bot.task import Closed
 from bot.tasks import Tasks
 from tests.helpers.interactions import ALICE, CHAT

@@ -5,7 +5,7 @@ and then writes can be refused at once, without waiting, when another connection
 between. So every write transaction starts with ``BEGIN IMMEDIATE``, which takes the write lock
 up front; writes from one event loop queue on a single connection, and reads run on their own
 pool under WAL, never blocked by the writer. Writers of one process, whatever their event loop,
-take turns on a lock of the process first (bot/writelock.py), so they never spin on SQLite's.
+take turns on a lock of the process first (bot/store/writelock.py), so they never spin on SQLite's.
 
 A SQLite write transaction runs on the calling loop's thread, on a plain sqlite3 connection
 (``SyncWrite``), not through aiosqlite: the write lock is the file's one scarce resource, and
@@ -40,7 +40,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from bot.errors import StoreError
-from bot.writelock import lock_for
+from bot.store.writelock import lock_for
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_LOCK_FIRST_WAIT = 0.0002

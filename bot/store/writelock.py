@@ -3,7 +3,7 @@
 ``aegis up`` runs the web server's loop and the worker's loop in one process, each with its own
 engine. Left to SQLite, their writers would collide on the file lock and retry; a lock shared by
 the process lets them queue instead, each awaiting its turn on its own loop. Other processes
-still meet at SQLite's lock, where ``BEGIN IMMEDIATE`` is retried (bot/store.py).
+still meet at SQLite's lock, where ``BEGIN IMMEDIATE`` is retried (bot/store/database.py).
 """
 
 from __future__ import annotations
