@@ -15,9 +15,9 @@ from datetime import datetime
 
 from aegis.mcp_listener import MCP_PATH
 from bot.agent_tokens import AgentTokens
-from bot.config_file import load_config
+from bot.config.file import load_config
+from bot.config.settings import Settings
 from bot.errors import AegisError
-from bot.settings import Settings
 from bot.store import migrate
 from bot.store.database import Store, wait_for
 

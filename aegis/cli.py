@@ -7,8 +7,8 @@ import asyncio
 import os
 import sys
 
+from bot.config.settings import Settings, load_settings
 from bot.errors import AegisError, ConfigError
-from bot.settings import Settings, load_settings
 
 DESCRIPTION = """\
 aegis: your personal agent platform, driven from Telegram.
@@ -121,7 +121,7 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command in ("up", "web"):
         settings.check_bind()
     if args.command in ("up", "web", "worker"):
-        from bot.config_file import load_catalog
+        from bot.config.file import load_catalog
 
         load_catalog(settings.config_file)  # a bad aegis.yaml stops here, with its place named
     if args.command == "up":

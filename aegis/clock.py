@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bot.config_file import Config
+from bot.config.file import Config
+from bot.config.live import LiveConfig
 from bot.errors import BrokerError, StoreError
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
-from bot.live_config import LiveConfig
 from bot.schedules import BUILTIN_SCHEDULES, Schedules
 from bot.store.database import Store
 from bot.timeutil import now

@@ -15,10 +15,10 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot.agents import AgentProfile
-from bot.config_file import load_config
+from bot.config.file import load_config
+from bot.config.secrets import SecretFiles
+from bot.config.settings import Settings, is_loopback
 from bot.errors import PolicyConfigError, StoreError
-from bot.secrets import SecretFiles
-from bot.settings import Settings, is_loopback
 from bot.store import migrate
 from bot.store.database import Store
 from handlers.botapi import make_bot

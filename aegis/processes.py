@@ -13,8 +13,8 @@ from aiohttp import web
 from aegis.clock import run_clock
 from aegis.runtime import RedisTarget, open_broker, open_store, resolve_redis
 from aegis.web import create_web_app
-from bot.live_config import LiveConfig
-from bot.settings import Settings
+from bot.config.live import LiveConfig
+from bot.config.settings import Settings
 from handlers.botapi import chat_page_url
 from jobs.enqueue import make_enqueue
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dramatiq.brokers.redis import RedisBroker
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
-from bot.settings import Settings
+from bot.config.settings import Settings
 from bot.store import migrate
 from bot.store.database import Store, wait_for
 from jobs import load_actors

@@ -7,8 +7,8 @@ import io
 import qrcode
 
 from bot.codes import new_secret, provisioning_uri
-from bot.secrets import SecretFiles
-from bot.settings import Settings
+from bot.config.secrets import SecretFiles
+from bot.config.settings import Settings
 
 
 def init_totp(settings: Settings, *, rotate: bool, out) -> int:

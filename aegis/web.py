@@ -20,14 +20,14 @@ from telegram.error import InvalidToken, TelegramError
 from aegis.mcp_listener import MCP_PATH, Listener, listening
 from aegis.runtime import make_queue_depths, open_store
 from bot.agent_tokens import AgentTokens
+from bot.config.secrets import SecretFiles, callback_signer
+from bot.config.settings import Settings
 from bot.errors import StoreError, TransportError
 from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.held_calls import HeldCalls
 from bot.owners import Owners
 from bot.platform import Platform
 from bot.runs import Runs
-from bot.secrets import SecretFiles, callback_signer
-from bot.settings import Settings
 from bot.timeutil import now
 from bot.updates import UpdateLog
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app

@@ -372,7 +372,7 @@ def report_decisions(args, rate: dict[str, float]) -> None:
 
 def parse_args() -> argparse.Namespace:
     from aegis.processes import WORKER_TIMEOUT_MS
-    from bot.settings import Settings
+    from bot.config.settings import Settings
 
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],

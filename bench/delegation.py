@@ -35,9 +35,9 @@ from sqlalchemy import insert, text
 
 from bot.agent_run import RunState
 from bot.callbacks import CallbackSigner
+from bot.config.settings import Settings
 from bot.delegation import Delegation, Limits, oldest_eligible
 from bot.platform import Platform
-from bot.settings import Settings
 from bot.store import migrate
 from bot.store.database import Store
 from bot.store.tables import agent_runs, tasks

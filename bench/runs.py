@@ -54,7 +54,7 @@ from sqlalchemy import select
 
 from aegis.embedded_redis import EmbeddedRedis
 from aegis.processes import WORKER_TIMEOUT_MS
-from bot.settings import Settings
+from bot.config.settings import Settings
 from bot.store.tables import agent_runs
 from emulator.inject import inject_message
 

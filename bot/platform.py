@@ -19,15 +19,15 @@ from bot.agents import AgentProfile
 from bot.approvals import Approvals
 from bot.audit import Audit
 from bot.callbacks import CallbackSigner
+from bot.config.live import LiveConfig
+from bot.config.settings import Settings
 from bot.errors import BrokerError
 from bot.inbox import Inbox
 from bot.interactions import Enqueue, Interactions
 from bot.ledger import Ledger
-from bot.live_config import LiveConfig
 from bot.notes import Notes
 from bot.outbox import Outbox
 from bot.run_views import progress_text
-from bot.settings import Settings
 from bot.store.database import Store
 from bot.task import Task
 from bot.tasks import Tasks

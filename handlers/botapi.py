@@ -7,8 +7,8 @@ import secrets
 
 from telegram import Bot
 
-from bot.secrets import SecretFiles
-from bot.settings import Settings
+from bot.config.secrets import SecretFiles
+from bot.config.settings import Settings
 from emulator import DEFAULT_USER
 from handlers.telegram_http import AiohttpRequest
 

@@ -11,12 +11,12 @@ from telegram.ext import ContextTypes
 
 from bot.callbacks import CallbackSigner
 from bot.codes import CodeVerifier
+from bot.config.settings import Settings
 from bot.heartbeats import Heartbeats
 from bot.outbox import Outbox
 from bot.owners import Owners
 from bot.platform import Platform
 from bot.runs import Runs
-from bot.settings import Settings
 from bot.store.database import Store
 
 SERVICES_KEY = "aegis.services"

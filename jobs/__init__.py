@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dramatiq.brokers.redis import RedisBroker
 
-from bot.settings import Settings
+from bot.config.settings import Settings
 
 ACTOR_MODULES = (
     "jobs.delivery",

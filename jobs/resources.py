@@ -17,11 +17,11 @@ import redis.asyncio
 from telegram import Bot
 from telegram.error import NetworkError
 
+from bot.config.secrets import SecretFiles, callback_signer
+from bot.config.settings import Settings
 from bot.outbox import Outbox
 from bot.platform import Platform
 from bot.runs import Runs
-from bot.secrets import SecretFiles, callback_signer
-from bot.settings import Settings
 from bot.store.database import Store
 from handlers.botapi import make_bot
 from jobs.enqueue import make_enqueue

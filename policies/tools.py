@@ -3,7 +3,7 @@
 A tool's effect is what the gate reads: ``read`` runs unattended, ``write`` waits for a tap,
 ``irreversible`` waits for a tap and a TOTP code. A tool's arguments are checked against its
 JSON schema before anything else looks at them. The built-ins are declared here; ``aegis.yaml``
-adds the user's own (see bot/config_file.py).
+adds the user's own (see bot/config/file.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import func, select
 
 from bot.agent_tokens import AgentTokens
-from bot.secrets import SecretFiles
+from bot.config.secrets import SecretFiles
 from bot.store.tables import audit_events, interactions
 from tests.helpers.mcp import mcp_client, mcp_url
 from tests.helpers.runs import message_with, tap, tool_runs

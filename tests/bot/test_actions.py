@@ -17,9 +17,9 @@ import pytest
 from bot.actions import Continuation, Status
 from bot.audit import AuditEvent
 from bot.codes import CodeVerifier
+from bot.config.settings import Settings
 from bot.interaction import Status as CardStatus
 from bot.platform import Platform
-from bot.settings import Settings
 from bot.store.database import Store
 from bot.store.tables import grants
 from tests.helpers.interactions import (

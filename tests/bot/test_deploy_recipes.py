@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bot.actions import Caller
-from bot.config_file import load_config
+from bot.config.file import load_config
+from bot.config.settings import Settings
 from bot.errors import PolicyConfigError, ToolRefused
 from bot.platform import Platform
 from bot.platform_tools.deploy import DeployRecipe
-from bot.settings import Settings
 from bot.store import migrate
 from bot.store.database import Store
 from tests.helpers.interactions import CHAT, SIGNER, RecordingEnqueue

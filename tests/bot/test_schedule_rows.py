@@ -12,7 +12,7 @@ from aegis.clock import FileSchedules
 from bot.agent_run import RunOrigin, RunState
 from bot.agent_runs import AgentRuns
 from bot.agents import ScheduleSpec
-from bot.live_config import LiveConfig
+from bot.config.live import LiveConfig
 from bot.outbox import Outbox
 from bot.run_views import progress_text
 from bot.schedules import BUILTIN_SCHEDULES, FILE_ACTOR, Schedule, Schedules

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.config_file import load_config
+from bot.config.file import load_config
 from bot.errors import PolicyConfigError
 from bot.task import State, Task
 from bot.triage import Conditions, RuleTriager, Triage, TriageRule, suggest

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyotp
 
-from bot.secrets import SecretFiles
+from bot.config.secrets import SecretFiles
 from handlers.cards import NO_CARD_OWES_A_CODE
 from tests.helpers.stack import OWNER_CHAT, eventually
 

@@ -13,7 +13,7 @@ import pyotp
 import pytest
 from sqlalchemy import func, select
 
-from bot.secrets import SecretFiles
+from bot.config.secrets import SecretFiles
 from bot.store.tables import (
     code_attempts,
     outbox,

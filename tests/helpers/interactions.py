@@ -15,12 +15,12 @@ from sqlalchemy import select, update
 from bot.actions import Actions
 from bot.audit import AuditEvent
 from bot.callbacks import CallbackSigner
+from bot.config.settings import Settings
 from bot.errors import BrokerError
 from bot.interaction import Ask, Kind
 from bot.interactions import Interactions
 from bot.outbox import Outbox
 from bot.platform import Platform
-from bot.settings import Settings
 from bot.store.database import Store
 from bot.store.tables import audit_events, grants, interaction_cards, interactions, outbox
 from policies.canonical import approval_hash

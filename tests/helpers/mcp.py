@@ -11,7 +11,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from aegis.mcp_listener import MCP_PATH
-from bot.settings import Settings
+from bot.config.settings import Settings
 
 
 def mcp_url(settings: Settings) -> str:

@@ -15,7 +15,7 @@ import dramatiq
 from aiohttp import web
 
 from aegis.web import WEB, create_web_app
-from bot.settings import Settings
+from bot.config.settings import Settings
 from bot.store import migrate
 from bot.store.database import Store
 from emulator import DEFAULT_USER, EmulatorState

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from bot.settings import Settings
+from bot.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = "ready"

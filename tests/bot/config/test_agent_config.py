@@ -1,5 +1,5 @@
-"""How aegis.yaml declares agents' runs and schedules (bot/config_agents.py), and how the running
-system follows the file as it changes (bot/live_config.py)."""
+"""How aegis.yaml declares agents' runs and schedules (bot/config/sections.py), and how the running
+system follows the file as it changes (bot/config/live.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bot.agents import HarnessKind, Provider, ScriptStep, TaskHandler, with_tag
-from bot.config_file import load_config
+from bot.config.file import load_config
+from bot.config.live import LiveConfig
 from bot.errors import PolicyConfigError
-from bot.live_config import LiveConfig
 
 GOOD = """\
 agents:

@@ -13,7 +13,7 @@ import logging
 import time
 from pathlib import Path
 
-from bot.config_file import Config, load_config
+from bot.config.file import Config, load_config
 from bot.errors import PolicyConfigError
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot import demo, platform_tools
-from bot.config_file import load_catalog
+from bot.config.file import load_catalog
 from bot.errors import PolicyConfigError
 from policies.decision import Allow, Deny, Gate, decide
 from policies.tools import Effect

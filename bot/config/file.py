@@ -1,6 +1,6 @@
 """``aegis.yaml``: behaviour as data. This reads the tools and agents the gate needs, the
 triage rules for the inbox (their format is in bot/triage.py), and how agents run and when
-(bot/agents.py, bot/config_agents.py).
+(bot/agents.py, bot/config/sections.py).
 
     tools:
       deploy.site:
@@ -33,7 +33,7 @@ import yaml
 
 from bot import demo, platform_tools
 from bot.agents import AgentProfile, ScheduleSpec
-from bot.config_agents import AGENT_KEYS, agent_profile, schedule_specs
+from bot.config.sections import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import PolicyConfigError
 from bot.platform_tools import cli_builtins
 from bot.platform_tools.deploy import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, DeployRecipe
