@@ -6,7 +6,7 @@ import io
 
 import qrcode
 
-from bot.codes import new_secret, provisioning_uri
+from bot.chat.codes import new_secret, provisioning_uri
 from bot.config.secrets import SecretFiles
 from bot.config.settings import Settings
 

@@ -34,7 +34,7 @@ from fullstack import percentile
 from sqlalchemy import insert, text
 
 from bot.agent_run import RunState
-from bot.callbacks import CallbackSigner
+from bot.chat.callbacks import CallbackSigner
 from bot.config.settings import Settings
 from bot.delegation import Delegation, Limits, oldest_eligible
 from bot.platform import Platform

@@ -26,7 +26,7 @@ import redis
 
 from bot import demo
 from bot.actions import Continuation, Status
-from bot.cards import CALLBACK_KIND, SETTLED
+from bot.chat.views.cards import CALLBACK_KIND, SETTLED
 from emulator import DEFAULT_USER
 
 ROOT = Path(__file__).resolve().parent.parent

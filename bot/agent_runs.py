@@ -27,8 +27,8 @@ from bot.agent_run import (
     RunOrigin,
     RunState,
 )
+from bot.chat.outbox import Outbox
 from bot.interaction import OPEN
-from bot.outbox import Outbox
 from bot.store.database import Store
 from bot.store.tables import agent_runs, interactions, outbox
 from bot.timeutil import now
@@ -48,7 +48,7 @@ class AgentRuns:
     def __init__(self, store: Store, outbox: Outbox, render: Callable[[AgentRun], str]) -> None:
         self.store = store
         self.outbox = outbox
-        self.render = render  # a run's message as it reads in chat (bot/run_views.py)
+        self.render = render  # a run's message as it reads in chat (bot/chat/views/runs.py)
 
     async def create(
         self,

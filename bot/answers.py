@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from sqlalchemy import or_, select, update
 
-from bot import cards
 from bot.audit import Audit, AuditEvent, audit_card
-from bot.codes import CodeVerifier
+from bot.chat.codes import CodeVerifier
+from bot.chat.views import cards
 from bot.interaction import OPEN, Effects, Interaction, Kind, Outcome, Reply, Status
 from bot.notes import NoteKind, add_note
 from bot.store.tables import interaction_cards, interactions

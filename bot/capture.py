@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.cards import clip
+from bot.chat.views.cards import clip
 
 TITLE_CHARS = 80
 

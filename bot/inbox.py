@@ -12,7 +12,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.cards import clip, visible
+from bot.chat.views.cards import clip, visible
 from bot.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
 from bot.interactions import Interactions
 from bot.store.database import Store

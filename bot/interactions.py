@@ -20,11 +20,12 @@ from datetime import timedelta
 from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot import cards
 from bot.answers import Answers
 from bot.approvals import Approvals
 from bot.audit import AuditEvent, audit_card
-from bot.callbacks import CallbackSigner
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox
+from bot.chat.views import cards
 from bot.errors import BrokerError
 from bot.interaction import (  # noqa: F401  (the service's vocabulary, importable from here)
     OPEN,
@@ -39,7 +40,6 @@ from bot.interaction import (  # noqa: F401  (the service's vocabulary, importab
     TimeoutPolicy,
 )
 from bot.notes import Notes
-from bot.outbox import TELEGRAM_TEXT_LIMIT, Outbox
 from bot.store.database import Store
 from bot.store.tables import interaction_cards, interactions
 from bot.timeutil import now

@@ -18,7 +18,9 @@ from bot.agent_runs import AgentRuns
 from bot.agents import AgentProfile
 from bot.approvals import Approvals
 from bot.audit import Audit
-from bot.callbacks import CallbackSigner
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.outbox import Outbox
+from bot.chat.views.runs import progress_text
 from bot.config.live import LiveConfig
 from bot.config.settings import Settings
 from bot.errors import BrokerError
@@ -26,8 +28,6 @@ from bot.inbox import Inbox
 from bot.interactions import Enqueue, Interactions
 from bot.ledger import Ledger
 from bot.notes import Notes
-from bot.outbox import Outbox
-from bot.run_views import progress_text
 from bot.store.database import Store
 from bot.task import Task
 from bot.tasks import Tasks

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.capture import Capture
-from bot.cards import clip
+from bot.chat.views.cards import clip
 
 
 class State(enum.StrEnum):

@@ -1,4 +1,4 @@
-"""Taps on inline buttons. Callback data is signed (bot/callbacks.py); anything else is refused."""
+"""Taps on inline buttons. Callback data is signed (bot/chat/callbacks.py); nothing else is taken."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import logging
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot import task_views
 from bot.audit import AuditEvent
-from bot.cards import CALLBACK_KIND
+from bot.chat.views import tasks as task_views
+from bot.chat.views.cards import CALLBACK_KIND
 from handlers import schedules
 from handlers.cards import on_card_tap
 from handlers.commands import refresh_markup, status_text

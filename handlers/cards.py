@@ -10,7 +10,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.audit import AuditEntry
-from bot.callbacks import CallbackData
+from bot.chat.callbacks import CallbackData
 from bot.errors import PairingLocked
 from bot.timeutil import short_time
 from handlers.services import reply, services

@@ -8,9 +8,9 @@ import time
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from bot.chat.views.status import gather_status
 from bot.errors import BrokerError, PairingError
 from bot.schedules import Schedules
-from bot.status import gather_status
 from handlers import tasks
 from handlers.cards import answer_card
 from handlers.services import Services, reply, services

@@ -22,8 +22,8 @@ from telegram.error import InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application
 from telegram.warnings import PTBUserWarning
 
+from bot.chat.updates import UpdateLog
 from bot.errors import StoreError, TransportError
-from bot.updates import UpdateLog
 from handlers.errors import HandlingOutcome, current_outcome, is_outage
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.agents import AgentProfile
-from bot.cards import visible
+from bot.chat.views.cards import visible
 from bot.ledger import Ledger, ModelSeen, provider_label
 from bot.timeutil import short_time
 from handlers.services import reply, services

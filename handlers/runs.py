@@ -7,8 +7,8 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.agent_run import RunRefused, RunState
+from bot.chat.views.runs import agents_view, runs_view
 from bot.run_endings import settle_task
-from bot.run_views import agents_view, runs_view
 from handlers.services import reply, services
 
 RUN_USAGE = "Send /run, an agent and what to do: /run demo write me a haiku. /agents lists them."

@@ -1,14 +1,14 @@
 """``/schedules`` and its buttons: each schedule on or off, and the briefing's Pending button.
-Thin: the rows are bot/schedules.py's, the text is bot/schedule_views.py's."""
+Thin: the rows are bot/schedules.py's, the text is bot/chat/views/schedules.py's."""
 
 from __future__ import annotations
 
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.briefing import BRIEFING_KIND
-from bot.callbacks import CallbackData
-from bot.schedule_views import SCHEDULE_KIND, schedules_view
+from bot.chat.briefing import BRIEFING_KIND
+from bot.chat.callbacks import CallbackData
+from bot.chat.views.schedules import SCHEDULE_KIND, schedules_view
 from bot.schedules import Schedules
 from bot.timeutil import now, short_time
 from handlers.cards import pending

@@ -9,12 +9,12 @@ from typing import Any
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.callbacks import CallbackSigner
-from bot.codes import CodeVerifier
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.codes import CodeVerifier
+from bot.chat.outbox import Outbox
+from bot.chat.owners import Owners
 from bot.config.settings import Settings
 from bot.heartbeats import Heartbeats
-from bot.outbox import Outbox
-from bot.owners import Owners
 from bot.platform import Platform
 from bot.runs import Runs
 from bot.store.database import Store

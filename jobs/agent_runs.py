@@ -27,10 +27,10 @@ from datetime import timedelta
 import dramatiq
 
 from bot.agent_run import AgentRun, Beat, RunLost, RunState, end_key
+from bot.chat.views.runs import progress_text
 from bot.errors import BrokerError
 from bot.harness import HarnessFailed, Parked, RunContext
 from bot.run_endings import ended_how, settle_task
-from bot.run_views import progress_text
 from jobs import running
 from jobs.broker import require_broker
 from jobs.harnesses import harness_for

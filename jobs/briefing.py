@@ -1,4 +1,4 @@
-"""The daily briefing (bot/briefing.py): one card a day in each owner's chat.
+"""The daily briefing (bot/chat/briefing.py): one card a day in each owner's chat.
 
 The card is keyed by chat and day, so a rerun, or the clock's schedule and a manual enqueue on
 the same day, sends it once.
@@ -10,7 +10,7 @@ import logging
 
 import dramatiq
 
-from bot.briefing import briefing_view, gather_briefing
+from bot.chat.briefing import briefing_view, gather_briefing
 from handlers.botapi import owner_chats
 from jobs.broker import require_broker
 from jobs.resources import resources

@@ -17,9 +17,9 @@ import redis.asyncio
 from telegram import Bot
 from telegram.error import NetworkError
 
+from bot.chat.outbox import Outbox
 from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
-from bot.outbox import Outbox
 from bot.platform import Platform
 from bot.runs import Runs
 from bot.store.database import Store

@@ -3,7 +3,7 @@ it starts a run of the agent the schedule names, or of whichever agent holds its
 
 The run is keyed by the schedule and its due time, so a message delivered twice starts one run.
 A capability nobody holds skips the schedule: a warning in the log, ``capability_missing`` in
-this job's ``runs`` row, and a line in /status for as long as it lasts (bot/schedule_views.py
+this job's ``runs`` row, and a line in /status for as long as it lasts (bot/chat/views/schedules.py
 works it out from the schedule rows and the agents in force, so fixing aegis.yaml clears it).
 """
 

@@ -13,9 +13,9 @@ import asyncio
 
 import dramatiq
 
-from bot.cards import visible
+from bot.chat.views.cards import visible
+from bot.chat.views.tasks import review_view
 from bot.inbox import Step
-from bot.task_views import review_view
 from bot.timeutil import now
 from jobs.broker import require_broker
 from jobs.resources import resources

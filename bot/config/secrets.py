@@ -9,7 +9,7 @@ import os
 import secrets
 from pathlib import Path
 
-from bot.callbacks import CallbackSigner
+from bot.chat.callbacks import CallbackSigner
 
 
 class SecretFiles:

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, BinaryIO
 
+from bot.chat.outbox import OUTGOING
 from bot.errors import BrokerError, ToolRefused
-from bot.outbox import OUTGOING
 from bot.processes import run_bounded
 from bot.timeutil import now
 from policies.tools import Effect, ToolSpec, object_schema

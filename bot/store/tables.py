@@ -43,7 +43,7 @@ class UTCDateTime(TypeDecorator):
 
 metadata = MetaData()
 
-# Telegram updates, recorded (unique update_id) before they are handled; see bot/updates.py.
+# Telegram updates, recorded (unique update_id) before they are handled; see bot/chat/updates.py.
 updates = Table(
     "updates",
     metadata,
@@ -102,7 +102,7 @@ unknown_senders = Table(
     Column("last_refused_at", UTCDateTime()),
 )
 
-# Every message the bot sends goes through here; see bot/outbox.py and jobs/delivery.py.
+# Every message the bot sends goes through here; see bot/chat/outbox.py and jobs/delivery.py.
 outbox = Table(
     "outbox",
     metadata,

@@ -16,7 +16,7 @@ import pytest
 
 from bot.actions import Continuation, Status
 from bot.audit import AuditEvent
-from bot.codes import CodeVerifier
+from bot.chat.codes import CodeVerifier
 from bot.config.settings import Settings
 from bot.interaction import Status as CardStatus
 from bot.platform import Platform
@@ -233,7 +233,7 @@ async def test_an_undeclared_tool_is_gated_with_step_up(platform, store, toolbox
 async def test_an_irreversible_call_runs_after_a_tap_and_a_code(
     platform, store, toolbox, monkeypatch
 ):
-    from bot import codes
+    from bot.chat import codes
 
     clock = Clock()
     monkeypatch.setattr(codes, "now", clock)

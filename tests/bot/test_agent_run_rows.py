@@ -9,8 +9,8 @@ import pytest
 
 from bot.agent_run import Beat, RunLost, RunOrigin, RunState
 from bot.agent_runs import AgentRuns
-from bot.outbox import Outbox
-from bot.run_views import progress_text
+from bot.chat.outbox import Outbox
+from bot.chat.views.runs import progress_text
 
 TAKEN_OVER_AT_ONCE = timedelta(seconds=-1)  # any heartbeat counts as stale
 

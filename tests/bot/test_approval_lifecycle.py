@@ -28,9 +28,9 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import select
 
-from bot import codes
 from bot.actions import Status
-from bot.codes import CodeVerifier
+from bot.chat import codes
+from bot.chat.codes import CodeVerifier
 from bot.errors import PairingLocked
 from bot.store import migrate
 from bot.store.database import Store

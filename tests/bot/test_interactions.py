@@ -2,7 +2,7 @@
 concurrent taps, a timeout that is never a yes, step-up codes, every kind of card, replies,
 continuations claimed once, and cards that show everything they ask about.
 
-``enqueue`` is a recorder (tests/helpers/interactions.py); TOTP codes read ``bot.codes.now``,
+``enqueue`` is a recorder (tests/helpers/interactions.py); TOTP codes read ``bot.chat.codes.now``,
 which the step-up tests set, as in test_codes.py.
 """
 
@@ -15,12 +15,13 @@ from datetime import timedelta
 
 import pytest
 
-from bot import cards, codes
 from bot.audit import AuditEvent
-from bot.codes import CodeVerifier
+from bot.chat import codes
+from bot.chat.codes import CodeVerifier
+from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind
+from bot.chat.views import cards
 from bot.errors import PairingLocked
 from bot.interaction import Ask, Kind, Outcome, Status, TimeoutPolicy
-from bot.outbox import TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind
 from bot.store.database import Store
 from bot.store.tables import interactions as interactions_table
 from tests.helpers.interactions import (

@@ -12,9 +12,9 @@ from aegis.clock import FileSchedules
 from bot.agent_run import RunOrigin, RunState
 from bot.agent_runs import AgentRuns
 from bot.agents import ScheduleSpec
+from bot.chat.outbox import Outbox
+from bot.chat.views.runs import progress_text
 from bot.config.live import LiveConfig
-from bot.outbox import Outbox
-from bot.run_views import progress_text
 from bot.schedules import BUILTIN_SCHEDULES, FILE_ACTOR, Schedule, Schedules
 from bot.store.tables import agent_runs, schedules
 from bot.timeutil import now

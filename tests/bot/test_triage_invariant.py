@@ -15,9 +15,10 @@ import dataclasses
 
 import pytest
 
-from bot import inbox, task_views, triage
-from bot.callbacks import CallbackSigner
+from bot import inbox, triage
 from bot.capture import Capture, Origin
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.views import tasks as task_views
 from bot.interaction import Interaction, Kind, Outcome, Status, TimeoutPolicy
 from bot.task import Closed, State
 from bot.tasks import Tasks

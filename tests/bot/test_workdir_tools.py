@@ -20,9 +20,9 @@ from sqlalchemy import select, update
 
 from bot.actions import Caller, Status
 from bot.agent_run import RunOrigin
+from bot.chat.outbox import OUTGOING, OutboxKind, outgoing_path
 from bot.config.settings import Settings
 from bot.errors import ToolRefused
-from bot.outbox import OUTGOING, OutboxKind, outgoing_path
 from bot.platform import Platform
 from bot.platform_tools.workdir import MAX_FILE_BYTES
 from bot.processes import KEEP_BYTES

@@ -14,12 +14,12 @@ from sqlalchemy import select, update
 
 from bot.actions import Actions
 from bot.audit import AuditEvent
-from bot.callbacks import CallbackSigner
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.outbox import Outbox
 from bot.config.settings import Settings
 from bot.errors import BrokerError
 from bot.interaction import Ask, Kind
 from bot.interactions import Interactions
-from bot.outbox import Outbox
 from bot.platform import Platform
 from bot.store.database import Store
 from bot.store.tables import audit_events, grants, interaction_cards, interactions, outbox
@@ -73,7 +73,7 @@ class RecordingEnqueue:
 
 
 class Clock:
-    """A settable clock for ``bot.codes.now``: ten seconds into a 30-second step, so a step
+    """A settable clock for ``bot.chat.codes.now``: ten seconds into a 30-second step, so a step
     boundary never falls between making a code and checking it (as in test_codes.py)."""
 
     def __init__(self) -> None:

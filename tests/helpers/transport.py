@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import select
 
+from bot.chat.outbox import OutboxStatus
 from bot.errors import StoreError
-from bot.outbox import OutboxStatus
 from bot.store.database import Store
 from bot.store.tables import heartbeats, outbox, updates
 from emulator import DEFAULT_USER

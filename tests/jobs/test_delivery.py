@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bot.callbacks import CallbackSigner
+from bot.chat.callbacks import CallbackSigner
 from tests.helpers.outbox import (
     OTHER_CHAT,
     bot_texts,

@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from bot.agent_run import RunState
 from bot.audit import AuditEvent
-from bot.outbox import OutboxStatus
+from bot.chat.outbox import OutboxStatus
 from bot.store.tables import agent_runs, audit_events, outbox, runs
 from tests.helpers import worker_process
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
@@ -117,7 +117,7 @@ async def asleep_and_quiet(stack):
     """The run, once it sleeps, "one" has reached the owner, and nothing is being sent.
 
     Killed in the middle of a delivery, a worker would hold the chat's later messages for the
-    outbox's lease (a minute; bot/outbox.py): that is the outbox's fault to survive, not this
+    outbox's lease (a minute; bot/chat/outbox.py): that is the outbox's fault to survive, not this
     test's. So the kill waits for a heartbeat at least a second after the sleep was first seen
     (the step's progress edit, if any, is queued by then) and for the chat's outbox to be idle.
     """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.cards import pretty_arguments, visible
+from bot.chat.views.cards import pretty_arguments, visible
 
 
 def test_hidden_characters_are_spelled_out_and_newlines_kept():

@@ -1,5 +1,5 @@
 """How schedules read in chat: ``/schedules`` with a button per schedule to turn it on or off
-(``sched:<name>:on|off``, signed, bot/callbacks.py), and the lines /status adds about them.
+(``sched:<name>:on|off``, signed, bot/chat/callbacks.py), and the lines /status adds about them.
 
 A schedule that routes by capability is shown with the agent it resolves to now; when no agent
 holds the capability it is flagged, here and in /status, because the clock still enqueues it
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agents import AgentProfile, with_tag
-from bot.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
-from bot.cards import visible
+from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
+from bot.chat.views.cards import visible
 from bot.schedules import ScheduleRow
 from bot.timeutil import short_time
 

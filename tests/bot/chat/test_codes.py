@@ -1,7 +1,7 @@
 """TOTP codes against SQLite and Postgres: once only, never an older step, lock after five wrong.
 
-The verifier reads the time from ``bot.codes.now``; the tests set that clock (ten seconds into a
-30-second step) so a step boundary never falls between making a code and checking it.
+The verifier reads the time from ``bot.chat.codes.now``; the tests set that clock (ten seconds
+into a 30-second step) so a step boundary never falls between making a code and checking it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pyotp
 import pytest
 from sqlalchemy import select
 
-from bot import codes
-from bot.codes import CodeVerifier
+from bot.chat import codes
+from bot.chat.codes import CodeVerifier
 from bot.errors import PairingError, PairingLocked
 from bot.store.tables import code_attempts, totp_steps
 

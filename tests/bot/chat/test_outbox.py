@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import update
 
-from bot.outbox import (
+from bot.chat.outbox import (
     LEASE,
     TELEGRAM_TEXT_LIMIT,
     LeaseLost,

@@ -2,7 +2,7 @@
 
 The card shows the complete arguments, pretty-printed; approving what you cannot see is not
 approval. When they do not fit one message the whole card goes as a file under a short caption
-(bot/interactions.py decides). Callback data is signed (bot/callbacks.py) with kind ``ix``.
+(bot/interactions.py decides). Callback data is signed (bot/chat/callbacks.py) with kind ``ix``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from bot.callbacks import CallbackSigner
+from bot.chat.callbacks import CallbackSigner
 from bot.timeutil import short_time
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ import asyncio
 
 from sqlalchemy import select
 
-from bot.owners import Owners
+from bot.chat.owners import Owners
 from bot.store.database import Store
 from bot.store.tables import unknown_senders
 
@@ -41,7 +41,7 @@ async def test_pairing_that_fails_to_add_the_owner_does_not_spend_the_code(store
     from sqlalchemy import insert
     from sqlalchemy.exc import IntegrityError
 
-    from bot.codes import CodeVerifier
+    from bot.chat.codes import CodeVerifier
     from bot.store.tables import code_attempts, owners, totp_steps
     from bot.timeutil import now
 

@@ -13,7 +13,7 @@ from datetime import timedelta
 from sqlalchemy import case, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from bot.codes import CodeVerifier
+from bot.chat.codes import CodeVerifier
 from bot.store.database import Store
 from bot.store.tables import owners, unknown_senders
 from bot.timeutil import now

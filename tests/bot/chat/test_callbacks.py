@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from bot.callbacks import MAX_CALLBACK_BYTES, CallbackData, CallbackSigner
+from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackData, CallbackSigner
 
 KEY = b"k" * 32
 OTHER_KEY = b"o" * 32

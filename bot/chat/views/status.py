@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.chat.outbox import Outbox
+from bot.chat.views.schedules import status_lines
 from bot.heartbeats import Heartbeats, Process
-from bot.outbox import Outbox
 from bot.runs import Run, Runs
-from bot.schedule_views import status_lines
 from bot.schedules import Schedules
 from bot.timeutil import now, short_time
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.agent_run import AgentRun, RunState
 from bot.agents import AgentProfile
-from bot.cards import clip, visible
+from bot.chat.views.cards import clip, visible
 from bot.timeutil import now, short_time
 
 

@@ -1,5 +1,5 @@
 """How tasks look in chat: the capture receipt, the lists (``/next`` grouped by context label),
-the weekly review, and their buttons. Callback data is signed (bot/callbacks.py):
+the weekly review, and their buttons. Callback data is signed (bot/chat/callbacks.py):
 
 - ``task:<id>:<choice>``: triage or change one task (``next``, ``someday``, ``waiting``,
   ``reference``, ``drop``, ``done``, ``assign``);
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
-from bot.cards import clip, visible
+from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
+from bot.chat.views.cards import clip, visible
 from bot.task import Captured, Page, State, Task, group_by_label
 from bot.timeutil import short_time
 

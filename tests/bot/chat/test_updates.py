@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from bot.chat.updates import GIVE_UP_AFTER, LONGEST_BACKOFF, UpdateLog
 from bot.store.tables import updates
 from bot.timeutil import now
-from bot.updates import GIVE_UP_AFTER, LONGEST_BACKOFF, UpdateLog
 
 
 def message(update_id: int) -> dict:

@@ -2,7 +2,7 @@
 ran in the last 24 hours and what it changed.
 
 It reads the numbers, never only the statuses: a run that completed with no effect says so.
-Its buttons open ``/next`` (a list page, bot/task_views.py) and ``/pending``.
+Its buttons open ``/next`` (a list page, bot/chat/views/tasks.py) and ``/pending``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from sqlalchemy import func, or_, select
 
 from bot.agent_run import AgentRun, RunState
 from bot.agent_runs import AgentRuns
-from bot.callbacks import CallbackSigner
-from bot.cards import clip, visible
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.views.cards import clip, visible
+from bot.chat.views.tasks import PAGE_KIND, task_line
 from bot.interaction import Interaction
 from bot.interactions import Interactions
 from bot.store.tables import agent_runs
 from bot.task import Page, State
-from bot.task_views import PAGE_KIND, task_line
 from bot.tasks import Tasks
 from bot.timeutil import now, short_time
 
