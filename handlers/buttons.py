@@ -1,4 +1,4 @@
-"""Taps on inline buttons. Callback data is signed (bot/chat/callbacks.py); nothing else is taken."""
+"""Taps on inline buttons. Callback data is signed (bot/chat/callbacks.py); others are refused."""
 
 from __future__ import annotations
 
