@@ -41,8 +41,8 @@ from bot.platform import Platform
 from bot.store import migrate
 from bot.store.database import Store
 from bot.store.tables import agent_runs, tasks
-from bot.task import State
-from bot.tasks import Tasks
+from bot.tasks.task import State
+from bot.tasks.tasks import Tasks
 from bot.timeutil import now
 
 AGENTS = ("clerk", "reader", "thinker")  # thinker is expensive

@@ -20,8 +20,8 @@ from sqlalchemy import insert, text
 from bot.store import migrate, search
 from bot.store.database import Store
 from bot.store.tables import tasks
-from bot.task import State
-from bot.tasks import Tasks
+from bot.tasks.task import State
+from bot.tasks.tasks import Tasks
 from bot.timeutil import now
 
 QUERY_TARGET_MS = 20

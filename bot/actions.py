@@ -17,7 +17,7 @@ from typing import Any
 from bot.approvals import Approvals
 from bot.audit import Audit, AuditEvent
 from bot.chat.views.cards import visible
-from bot.interactions import Ask, Effects, Interaction, Interactions, Kind
+from bot.interactions.interactions import Ask, Effects, Interaction, Interactions, Kind
 from bot.store.database import serialize_on
 from policies.canonical import approval_hash
 from policies.decision import Allow, Deny, Gate, decide

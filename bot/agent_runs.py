@@ -28,7 +28,7 @@ from bot.agent_run import (
     RunState,
 )
 from bot.chat.outbox import Outbox
-from bot.interaction import OPEN
+from bot.interactions.interaction import OPEN
 from bot.store.database import Store
 from bot.store.tables import agent_runs, interactions, outbox
 from bot.timeutil import now

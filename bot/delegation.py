@@ -28,7 +28,7 @@ from bot.agent_run import ACTIVE, AgentRun, RunOrigin, RunRefused, RunState
 from bot.agents import AgentProfile, HarnessKind, TaskHandler
 from bot.platform import Platform
 from bot.store.tables import agent_runs, tasks
-from bot.task import State, Task, TaskRefused
+from bot.tasks.task import State, Task, TaskRefused
 from bot.timeutil import now
 
 HELD = (State.INBOX, State.WAITING, State.REFERENCE)  # a person holds these; never delegated
@@ -37,7 +37,7 @@ UNDER_WAY = (*ACTIVE, RunState.PARKED)
 PARKED_BY = "delegation"
 # One pass over the template: a title holding "{text}" stays as typed, never filled in again.
 PLACEHOLDER = re.compile(r"\{(title|text|link|labels|id)\}")
-# What a handler's ``origin:`` may name: a capture's own kind (bot/capture.py), and the two
+# What a handler's ``origin:`` may name: a capture's own kind (bot/tasks/capture.py), and the two
 # plain words aegis.yaml documents, ``forward`` (anything forwarded) and ``message`` (written
 # to the bot).
 FORWARDED = "forward"

@@ -23,8 +23,8 @@ from bot.actions import Continuation, Outcome, Status
 from bot.agent_run import AgentRun
 from bot.agent_runs import AgentRuns
 from bot.agents import AgentProfile
-from bot.interaction import Interaction
-from bot.interaction import Outcome as CardOutcome
+from bot.interactions.interaction import Interaction
+from bot.interactions.interaction import Outcome as CardOutcome
 from bot.timeutil import now
 from policies.canonical import approval_hash
 

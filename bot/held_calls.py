@@ -37,8 +37,8 @@ from sqlalchemy import case, func, select
 
 from bot.actions import Actions, Outcome, Status
 from bot.audit import Audit, AuditEvent
-from bot.interaction import OPEN, Kind
-from bot.interaction import Outcome as CardOutcome
+from bot.interactions.interaction import OPEN, Kind
+from bot.interactions.interaction import Outcome as CardOutcome
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import grants, interactions
 from bot.timeutil import now

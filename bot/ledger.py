@@ -18,7 +18,7 @@ from sqlalchemy import case, func, insert, select, type_coerce
 
 from bot.agent_run import RunRefused
 from bot.agents import AgentProfile, Provider
-from bot.interaction import OPEN, Ask, Kind, TimeoutPolicy
+from bot.interactions.interaction import OPEN, Ask, Kind, TimeoutPolicy
 from bot.store.database import Store
 from bot.store.tables import UTCDateTime, interactions, model_calls
 from bot.timeutil import now, short_time

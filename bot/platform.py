@@ -24,14 +24,14 @@ from bot.chat.views.runs import progress_text
 from bot.config.live import LiveConfig
 from bot.config.settings import Settings
 from bot.errors import BrokerError
-from bot.inbox import Inbox
-from bot.interactions import Enqueue, Interactions
+from bot.interactions.interactions import Enqueue, Interactions
 from bot.ledger import Ledger
-from bot.notes import Notes
 from bot.store.database import Store
-from bot.task import Task
-from bot.tasks import Tasks
-from bot.triage import RuleTriager, Triage
+from bot.tasks.inbox import Inbox
+from bot.tasks.notes import Notes
+from bot.tasks.task import Task
+from bot.tasks.tasks import Tasks
+from bot.tasks.triage import RuleTriager, Triage
 from policies.tools import Catalog
 
 logger = logging.getLogger(__name__)

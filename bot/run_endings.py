@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from bot.agent_run import AgentRun, RunState
-from bot.task import Closed, State, TaskRefused
-from bot.tasks import Tasks
+from bot.tasks.task import Closed, State, TaskRefused
+from bot.tasks.tasks import Tasks
 
 logger = logging.getLogger(__name__)
 

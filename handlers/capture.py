@@ -1,4 +1,5 @@
-"""A Telegram message as a :class:`bot.capture.Capture`: its text, its files, where it came from.
+"""A Telegram message as a :class:`bot.tasks.capture.Capture`: its text, its files, where it came
+from.
 
 Nothing of the message is dropped on the way: a message without text keeps its files (by
 Telegram file id), hidden links (``text_link`` entities) are kept as links, and an origin
@@ -19,7 +20,7 @@ from telegram import (
     MessageOriginUser,
 )
 
-from bot.capture import Capture, Origin
+from bot.tasks.capture import Capture, Origin
 
 FILE_KINDS = ("document", "video", "audio", "voice", "video_note", "animation", "sticker")
 

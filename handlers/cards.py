@@ -1,5 +1,6 @@
 """Cards in chat: taps on them, codes and replies for them, ``/pending``, ``/audit`` and
-``/demo``. Thin: each parses the update and calls bot/interactions.py, which decides."""
+``/demo``. Thin: each parses the update and calls bot/interactions/interactions.py, which
+decides."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Capture and the task commands: thin handlers over bot/tasks.py, texts from bot/chat/views/.
+"""Capture and the task commands: thin handlers over bot/tasks/tasks.py, texts from bot/chat/views/.
 
 Any message that is not a command (nor a code or a reply for a card) is captured as a task;
 ``/note`` keeps a message out. Lists page with buttons; every change answers in one sentence,
@@ -14,7 +14,7 @@ from bot.chat.callbacks import CallbackData
 from bot.chat.views import tasks as task_views
 from bot.chat.views.cards import clip, visible
 from bot.store.search import words
-from bot.task import Closed, State, TaskRefused, parse_label
+from bot.tasks.task import Closed, State, TaskRefused, parse_label
 from handlers.capture import capture_of
 from handlers.services import Services, reply, services
 

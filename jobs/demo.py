@@ -14,7 +14,7 @@ import dramatiq
 
 from bot import demo
 from bot.actions import Continuation, Status
-from bot.interactions import Outcome
+from bot.interactions.interactions import Outcome
 from jobs.broker import require_broker
 from jobs.resources import resources
 

@@ -2,7 +2,7 @@
 
 ``sweep_triage`` (every 15 minutes) spawns ``triage_task`` per inbox task nobody was asked
 about; the child runs the triage chain and, when nothing decides, leaves a card that asks the
-owner and finishes (bot/inbox.py). The card's answer continues in ``apply_triage``.
+owner and finishes (bot/tasks/inbox.py). The card's answer continues in ``apply_triage``.
 ``weekly_review`` spawns ``review_chat`` per chat that captured tasks; each sends one card that
 resurfaces ``@someday`` and lists what has been ``@waiting`` for over a week.
 """
@@ -15,7 +15,7 @@ import dramatiq
 
 from bot.chat.views.cards import visible
 from bot.chat.views.tasks import review_view
-from bot.inbox import Step
+from bot.tasks.inbox import Step
 from bot.timeutil import now
 from jobs.broker import require_broker
 from jobs.resources import resources

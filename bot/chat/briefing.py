@@ -18,11 +18,11 @@ from bot.agent_runs import AgentRuns
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.views.cards import clip, visible
 from bot.chat.views.tasks import PAGE_KIND, task_line
-from bot.interaction import Interaction
-from bot.interactions import Interactions
+from bot.interactions.interaction import Interaction
+from bot.interactions.interactions import Interactions
 from bot.store.tables import agent_runs
-from bot.task import Page, State
-from bot.tasks import Tasks
+from bot.tasks.task import Page, State
+from bot.tasks.tasks import Tasks
 from bot.timeutil import now, short_time
 
 BRIEFING_KIND = "brief"  # brief:pending:go resends the open cards, as /pending does

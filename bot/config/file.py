@@ -1,5 +1,5 @@
 """``aegis.yaml``: behaviour as data. This reads the tools and agents the gate needs, the
-triage rules for the inbox (their format is in bot/triage.py), and how agents run and when
+triage rules for the inbox (their format is in bot/tasks/triage.py), and how agents run and when
 (bot/agents.py, bot/config/sections.py).
 
     tools:
@@ -37,8 +37,8 @@ from bot.config.sections import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import PolicyConfigError
 from bot.platform_tools import cli_builtins
 from bot.platform_tools.deploy import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, DeployRecipe
-from bot.task import TaskRefused, parse_label
-from bot.triage import OUTCOMES, Conditions, TriageRule
+from bot.tasks.task import TaskRefused, parse_label
+from bot.tasks.triage import OUTCOMES, Conditions, TriageRule
 from policies.tools import AgentSpec, Catalog, Effect, SchemaRefused, ToolSpec
 
 ANY_OBJECT = {"type": "object"}
@@ -240,7 +240,7 @@ def _is_text_name(path: Path, section: str, name: Any) -> None:
 
 
 def _triage_rules(path: Path, section: Any, agents: set[str]) -> list[TriageRule]:
-    """The rules of ``triage:`` (see bot/triage.py), in order."""
+    """The rules of ``triage:`` (see bot/tasks/triage.py), in order."""
     if section is None:
         return []
     if not isinstance(section, list):

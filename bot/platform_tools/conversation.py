@@ -23,7 +23,7 @@ from sqlalchemy import and_, func, insert, select, update
 
 from bot.chat.views.cards import visible
 from bot.errors import ToolRefused
-from bot.interaction import OPEN, Ask, Effects, Interaction, Kind, TimeoutPolicy
+from bot.interactions.interaction import OPEN, Ask, Effects, Interaction, Kind, TimeoutPolicy
 from bot.store.database import serialize_on
 from bot.store.tables import agent_messages, interactions
 from bot.timeutil import now

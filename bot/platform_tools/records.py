@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import ToolRefused
-from bot.notes import NoteKind, add_note
-from bot.task import Closed, State, Task, TaskRefused, parse_label
+from bot.tasks.notes import NoteKind, add_note
+from bot.tasks.task import Closed, State, Task, TaskRefused, parse_label
 from policies.tools import Effect, ToolSpec, object_schema
 
 if TYPE_CHECKING:

@@ -170,8 +170,8 @@ heartbeats = Table(
 
 
 # Every human handoff: an approval, a choice, an acknowledgement or a question; see
-# bot/interactions.py. Resolved with one compare-and-set on ``status``; the continuation (an
-# actor and its keyword arguments) is enqueued when it resolves or expires.
+# bot/interactions/interactions.py. Resolved with one compare-and-set on ``status``; the
+# continuation (an actor and its keyword arguments) is enqueued when it resolves or expires.
 interactions = Table(
     "interactions",
     metadata,
@@ -248,7 +248,7 @@ audit_events = Table(
 )
 
 # Everything captured: a forwarded or written message becomes one task. It always carries exactly
-# one state label (see bot/tasks.py); closing it (done, dropped, filed as reference) keeps it.
+# one state label (see bot/tasks/tasks.py); closing it (done, dropped, filed as reference) keeps it.
 tasks = Table(
     "tasks",
     metadata,

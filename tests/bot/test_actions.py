@@ -18,7 +18,7 @@ from bot.actions import Continuation, Status
 from bot.audit import AuditEvent
 from bot.chat.codes import CodeVerifier
 from bot.config.settings import Settings
-from bot.interaction import Status as CardStatus
+from bot.interactions.interaction import Status as CardStatus
 from bot.platform import Platform
 from bot.store.database import Store
 from bot.store.tables import grants

@@ -16,7 +16,7 @@ from bot.actions import Status
 from bot.audit import AuditEvent
 from bot.chat.outbox import Outbox
 from bot.config.settings import Settings
-from bot.interaction import Kind, TimeoutPolicy
+from bot.interactions.interaction import Kind, TimeoutPolicy
 from bot.platform import Platform
 from bot.platform_tools.conversation import MAX_OPEN_CARDS, MAX_UNREAD_FROM_ONE_SENDER
 from bot.store.tables import agent_messages

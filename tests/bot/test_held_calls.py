@@ -10,7 +10,7 @@ import pytest
 
 from bot.actions import Status
 from bot.held_calls import MAX_OPEN_CARDS, REFUSAL_MEMORY, HeldCalls
-from bot.interaction import Status as CardStatus
+from bot.interactions.interaction import Status as CardStatus
 from bot.platform import Platform
 from bot.store.tables import interactions
 from policies.canonical import approval_hash

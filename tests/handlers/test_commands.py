@@ -68,6 +68,6 @@ async def test_a_forward_is_acknowledged_and_captured_with_its_original_sender(s
 
 
 async def _open_tasks(stack):
-    from bot.task import State
+    from bot.tasks.task import State
 
     return (await stack.services.platform.tasks.in_state(State.INBOX)).tasks

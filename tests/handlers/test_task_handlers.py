@@ -3,16 +3,16 @@ messages become tasks once, the bad input of the issue (no text, 10,000 characte
 repeated update, an edit, hidden senders, odd labels, missing tasks), the triage buttons, the
 lists and searches. Each test checks what the user sees and what the database holds.
 
-(Named apart from tests/bot/test_tasks.py, the core's tests: module names stay unique.)
+(Named apart from tests/bot/tasks/test_tasks.py, the core's tests: module names stay unique.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.capture import Capture, Origin
 from bot.store.tables import notes, outbox, tasks
-from bot.task import State
+from bot.tasks.capture import Capture, Origin
+from bot.tasks.task import State
 from handlers.commands import HELP
 from handlers.gate import REFUSAL
 from tests.helpers.stack import OWNER_CHAT, eventually

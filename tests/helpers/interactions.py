@@ -18,8 +18,8 @@ from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
 from bot.config.settings import Settings
 from bot.errors import BrokerError
-from bot.interaction import Ask, Kind
-from bot.interactions import Interactions
+from bot.interactions.interaction import Ask, Kind
+from bot.interactions.interactions import Interactions
 from bot.platform import Platform
 from bot.store.database import Store
 from bot.store.tables import audit_events, grants, interaction_cards, interactions, outbox

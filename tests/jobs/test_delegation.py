@@ -22,7 +22,7 @@ from sqlalchemy import func, insert, select, update
 from bot.agent_run import RunOrigin, RunState
 from bot.delegation import fill
 from bot.store.tables import agent_runs, runs, tasks
-from bot.task import Closed, State, Task
+from bot.tasks.task import Closed, State, Task
 from bot.timeutil import now
 from tests.helpers.runs import buttons, message_with
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack

@@ -21,7 +21,7 @@ from sqlalchemy import select, update
 from aegis.clock import run_clock
 from bot.agent_run import RunState
 from bot.config.live import LiveConfig
-from bot.interaction import Ask, Kind
+from bot.interactions.interaction import Ask, Kind
 from bot.schedules import Schedules
 from bot.store.tables import agent_runs, runs, schedules
 from bot.timeutil import now

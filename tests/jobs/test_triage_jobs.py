@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
-from bot.inbox import ASKER
 from bot.store.tables import interactions, outbox, runs, tasks
-from bot.task import Closed, State
-from bot.triage import Triage
+from bot.tasks.inbox import ASKER
+from bot.tasks.task import Closed, State
+from bot.tasks.triage import Triage
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 
 CONFIG = """\

@@ -2,7 +2,8 @@
 
 The card shows the complete arguments, pretty-printed; approving what you cannot see is not
 approval. When they do not fit one message the whole card goes as a file under a short caption
-(bot/interactions.py decides). Callback data is signed (bot/chat/callbacks.py) with kind ``ix``.
+(bot/interactions/interactions.py decides). Callback data is signed (bot/chat/callbacks.py) with
+kind ``ix``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from bot.chat.callbacks import CallbackSigner
 from bot.timeutil import short_time
 
 if TYPE_CHECKING:
-    from bot.interaction import Interaction
+    from bot.interactions.interaction import Interaction
 
 CALLBACK_KIND = "ix"
 CAPTION_LIMIT = 1024

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
 from bot.chat.views.cards import clip, visible
-from bot.task import Captured, Page, State, Task, group_by_label
+from bot.tasks.task import Captured, Page, State, Task, group_by_label
 from bot.timeutil import short_time
 
 TASK_KIND = "task"

@@ -15,13 +15,13 @@ import pytest
 from alembic import command
 from sqlalchemy import MetaData, Table, insert, select
 
-from bot.capture import Capture, Origin
-from bot.notes import NoteKind, Notes, add_note
 from bot.store import migrate, search
 from bot.store.database import Store
 from bot.store.tables import notes
-from bot.task import Closed
-from bot.tasks import Tasks
+from bot.tasks.capture import Capture, Origin
+from bot.tasks.notes import NoteKind, Notes, add_note
+from bot.tasks.task import Closed
+from bot.tasks.tasks import Tasks
 from tests.helpers.interactions import ALICE, CHAT
 
 # name -> text; each becomes one task (and one note), in this order.

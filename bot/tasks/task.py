@@ -1,6 +1,6 @@
 """A task as data: its state labels, what closing it means, the row as a value, a page of a
 list, and the rules for context labels. The service that captures and changes tasks is
-bot/tasks.py.
+bot/tasks/tasks.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.capture import Capture
 from bot.chat.views.cards import clip
+from bot.tasks.capture import Capture
 
 
 class State(enum.StrEnum):

@@ -1,9 +1,9 @@
 """How a person's answer settles a card: a tap on one of its buttons, a TOTP code owed for an
 irreversible approval, or a text reply (an answer to a question, else a note for the agent).
 
-A mixin of ``Interactions`` (bot/interactions.py), which owns the row, its one compare-and-set
-(``_resolve``, ``_expire``) and what is announced after the commit; this module only decides
-which of those an answer means, and what to tell the person who gave it.
+A mixin of ``Interactions`` (bot/interactions/interactions.py), which owns the row, its one
+compare-and-set (``_resolve``, ``_expire``) and what is announced after the commit; this module only
+decides which of those an answer means, and what to tell the person who gave it.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from sqlalchemy import or_, select, update
 from bot.audit import Audit, AuditEvent, audit_card
 from bot.chat.codes import CodeVerifier
 from bot.chat.views import cards
-from bot.interaction import OPEN, Effects, Interaction, Kind, Outcome, Reply, Status
-from bot.notes import NoteKind, add_note
+from bot.interactions.interaction import OPEN, Effects, Interaction, Kind, Outcome, Reply, Status
 from bot.store.tables import interaction_cards, interactions
 from bot.store.tables import outbox as outbox_table
+from bot.tasks.notes import NoteKind, add_note
 from bot.timeutil import now
 
 CARDS_SCANNED_FOR_REPLIES = 500

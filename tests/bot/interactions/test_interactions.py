@@ -21,7 +21,7 @@ from bot.chat.codes import CodeVerifier
 from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind
 from bot.chat.views import cards
 from bot.errors import PairingLocked
-from bot.interaction import Ask, Kind, Outcome, Status, TimeoutPolicy
+from bot.interactions.interaction import Ask, Kind, Outcome, Status, TimeoutPolicy
 from bot.store.database import Store
 from bot.store.tables import interactions as interactions_table
 from tests.helpers.interactions import (

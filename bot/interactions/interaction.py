@@ -1,5 +1,5 @@
 """The interaction row as data: its kinds, states and outcomes, what to ask, and what an answer
-did. The service that creates and settles them is bot/interactions.py."""
+did. The service that creates and settles them is bot/interactions/interactions.py."""
 
 from __future__ import annotations
 

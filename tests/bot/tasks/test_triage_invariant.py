@@ -15,13 +15,13 @@ import dataclasses
 
 import pytest
 
-from bot import inbox, triage
-from bot.capture import Capture, Origin
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.views import tasks as task_views
-from bot.interaction import Interaction, Kind, Outcome, Status, TimeoutPolicy
-from bot.task import Closed, State
-from bot.tasks import Tasks
+from bot.interactions.interaction import Interaction, Kind, Outcome, Status, TimeoutPolicy
+from bot.tasks import inbox, triage
+from bot.tasks.capture import Capture, Origin
+from bot.tasks.task import Closed, State
+from bot.tasks.tasks import Tasks
 from bot.timeutil import now
 from handlers import tasks as task_handlers
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from bot.task import State, Task
+from bot.tasks.task import State, Task
 
 # What a person can answer when asked where a task goes (buttons, cards), by callback choice.
 OUTCOMES: dict[str, State] = {

@@ -1,4 +1,4 @@
-"""Triage of one inbox task: the chain of triagers (bot/triage.py), else a card that asks the
+"""Triage of one inbox task: the chain of triagers (bot/tasks/triage.py), else a card that asks the
 owner; and what the owner's answer on that card does.
 
 The card is a choice interaction that holds (a task waits in the inbox for as long as it takes);
@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.chat.views.cards import clip, visible
-from bot.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
-from bot.interactions import Interactions
+from bot.interactions.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
+from bot.interactions.interactions import Interactions
 from bot.store.database import Store
-from bot.task import Closed, State, Task, TaskRefused
-from bot.tasks import Tasks
-from bot.triage import OUTCOMES, Triage, Triager, suggest
+from bot.tasks.task import Closed, State, Task, TaskRefused
+from bot.tasks.tasks import Tasks
+from bot.tasks.triage import OUTCOMES, Triage, Triager, suggest
 
 ASKER = "triage"
 DROP = "drop"

@@ -13,8 +13,8 @@ import pytest
 
 from bot.config.file import load_config
 from bot.errors import PolicyConfigError
-from bot.task import State, Task
-from bot.triage import Conditions, RuleTriager, Triage, TriageRule, suggest
+from bot.tasks.task import State, Task
+from bot.tasks.triage import Conditions, RuleTriager, Triage, TriageRule, suggest
 
 MOMENT = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -20,14 +20,14 @@ from datetime import timedelta
 from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.answers import Answers
 from bot.approvals import Approvals
 from bot.audit import AuditEvent, audit_card
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox
 from bot.chat.views import cards
 from bot.errors import BrokerError
-from bot.interaction import (  # noqa: F401  (the service's vocabulary, importable from here)
+from bot.interactions.answers import Answers
+from bot.interactions.interaction import (  # noqa: F401  (the service's vocabulary, importable from here)
     OPEN,
     TAP_OUTCOMES,
     Ask,
@@ -39,9 +39,9 @@ from bot.interaction import (  # noqa: F401  (the service's vocabulary, importab
     Status,
     TimeoutPolicy,
 )
-from bot.notes import Notes
 from bot.store.database import Store
 from bot.store.tables import interaction_cards, interactions
+from bot.tasks.notes import Notes
 from bot.timeutil import now
 from policies.canonical import approval_hash
 

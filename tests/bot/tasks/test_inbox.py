@@ -9,12 +9,12 @@ import dataclasses
 
 import pytest
 
-from bot.capture import Capture, Origin
-from bot.inbox import CARD_OPTIONS, DROP, MAX_OPEN_CARDS, Inbox, Step
-from bot.interaction import Interaction, Outcome
-from bot.task import Closed, State
-from bot.tasks import Tasks
-from bot.triage import Conditions, RuleTriager, Triage, TriageRule
+from bot.interactions.interaction import Interaction, Outcome
+from bot.tasks.capture import Capture, Origin
+from bot.tasks.inbox import CARD_OPTIONS, DROP, MAX_OPEN_CARDS, Inbox, Step
+from bot.tasks.task import Closed, State
+from bot.tasks.tasks import Tasks
+from bot.tasks.triage import Conditions, RuleTriager, Triage, TriageRule
 from tests.helpers.interactions import ALICE, CHAT, RecordingEnqueue, make_interactions
 
 RULE = TriageRule("reading", Conditions(keywords=("article",)), State.SOMEDAY, ("read",))

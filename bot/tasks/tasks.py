@@ -2,8 +2,8 @@
 
 A task always carries exactly one state label (``inbox``, ``@next``, ``@someday``, ``@waiting``,
 ``@reference``), free context labels and at most one assignee. Capturing is idempotent on a
-capture key derived from where the message came from (bot/capture.py), so forwarding the same
-message twice makes one task. Leaving the inbox always sets a state label: see bot/triage.py.
+capture key derived from where the message came from (bot/tasks/capture.py), so forwarding the same
+message twice makes one task. Leaving the inbox always sets a state label: see bot/tasks/triage.py.
 
 Closing a task (done, dropped, or filed as reference) keeps its state label and its row.
 """
@@ -17,16 +17,16 @@ from sqlalchemy import String, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.capture import Capture
-from bot.notes import NoteKind, add_note
 from bot.store import search
 from bot.store.database import Store
 from bot.store.tables import notes, tasks
-from bot.task import MAX_LABELS, Captured, Closed, Edit, Page, State, Task, TaskRefused
+from bot.tasks.capture import Capture
+from bot.tasks.notes import NoteKind, add_note
+from bot.tasks.task import MAX_LABELS, Captured, Closed, Edit, Page, State, Task, TaskRefused
 from bot.timeutil import now
 
 if TYPE_CHECKING:
-    from bot.triage import Triage
+    from bot.tasks.triage import Triage
 
 
 COUNT_AT_MOST = 1000  # a list's total is counted up to here (and past the page shown)

@@ -1,0 +1,2 @@
+"""Interactions: every human handoff as one row, how an answer settles it, and its continuation.
+"""
