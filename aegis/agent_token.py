@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from aegis.mcp_listener import MCP_PATH
-from bot.agent_tokens import AgentTokens
+from bot.agents.tokens import AgentTokens
 from bot.config.file import load_config
 from bot.config.settings import Settings
 from bot.errors import AegisError

@@ -1,10 +1,10 @@
 """``aegis clock``: exactly one per deployment. Reads ``schedules`` and enqueues what is due;
 it never runs the work itself.
 
-It also follows ``aegis.yaml``: at start and whenever the file changes, the file's schedules
-are reconciled into rows (bot/schedules.py), so a schedule added, changed or removed in the file
-takes effect within a couple of seconds, with no restart. The on/off switch is read from the
-rows at every tick, so a tap on /schedules takes effect at the next one.
+It also follows ``aegis.yaml``: at start and whenever the file changes, the file's schedules are
+reconciled into rows (bot/upkeep/schedules.py), so a schedule added, changed or removed in the file
+takes effect within a couple of seconds, with no restart. The on/off switch is read from the rows at
+every tick, so a tap on /schedules takes effect at the next one.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import logging
 from bot.config.file import Config
 from bot.config.live import LiveConfig
 from bot.errors import BrokerError, StoreError
-from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
-from bot.schedules import BUILTIN_SCHEDULES, Schedules
 from bot.store.database import Store
 from bot.timeutil import now
+from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
+from bot.upkeep.schedules import BUILTIN_SCHEDULES, Schedules
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from redis.retry import Retry
 from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
-from bot.agents import AgentProfile
+from bot.agents.profiles import AgentProfile
 from bot.config.file import load_config
 from bot.config.secrets import SecretFiles
 from bot.config.settings import Settings, is_loopback

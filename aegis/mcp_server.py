@@ -6,8 +6,8 @@ process next to the bot. Every request carries an agent's bearer token
 and a request without a valid one gets 401. Each call acts as the agent the token belongs to,
 read from the token on every request, never from the arguments or the session.
 
-A tool call goes through the same gate as a run's (bot/actions.py): reads run at once, a
-change makes an approval card and is held open while the owner decides (bot/held_calls.py),
+A tool call goes through the same gate as a run's (bot/actions/actions.py): reads run at once, a
+change makes an approval card and is held open while the owner decides (bot/actions/held_calls.py),
 and a tool the server does not know is refused, never run. The server is stateless: each
 request stands alone, so a retry after a restart is just another request.
 
@@ -34,13 +34,13 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aegis.mcp_listener import MCP_PATH
-from bot.actions import Outcome, Status
-from bot.agent_tokens import AgentTokens, TokenHolder
-from bot.audit import AuditEvent
-from bot.held_calls import HeldCalls
-from bot.platform import Platform
-from bot.platform_tools.cli_builtins import PROMPT_TOOL
-from bot.tool_offer import NameClash, OfferedTool, offered, tool_text, wire_name
+from bot.actions.actions import Outcome, Status
+from bot.actions.audit import AuditEvent
+from bot.actions.held_calls import HeldCalls
+from bot.agents.tokens import AgentTokens, TokenHolder
+from bot.core import Platform
+from bot.tools.declarations import PROMPT_TOOL
+from bot.tools.offer import NameClash, OfferedTool, offered, tool_text, wire_name
 
 logger = logging.getLogger(__name__)
 PERMISSION_PROMPT = PROMPT_TOOL

@@ -19,17 +19,17 @@ from telegram.error import InvalidToken, TelegramError
 
 from aegis.mcp_listener import MCP_PATH, Listener, listening
 from aegis.runtime import make_queue_depths, open_store
-from bot.agent_tokens import AgentTokens
+from bot.actions.held_calls import HeldCalls
+from bot.agents.tokens import AgentTokens
 from bot.chat.owners import Owners
 from bot.chat.updates import UpdateLog
 from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
+from bot.core import Platform
 from bot.errors import StoreError, TransportError
-from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
-from bot.held_calls import HeldCalls
-from bot.platform import Platform
-from bot.runs import Runs
 from bot.timeutil import now
+from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
+from bot.upkeep.job_runs import Runs
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
 from handlers.application import BOT_COMMANDS, build_application
 from handlers.botapi import EMULATOR_PREFIX, bot_token, emulator_key, make_bot, owner_chats

@@ -48,8 +48,8 @@ from typing import Any
 from sqlalchemy import insert, select
 from tap_latency import bench_tap, heading  # the tap part, and its headings
 
-from bot import demo
-from bot.approvals import Approvals, _live
+from bot.actions.grants import Approvals, _live
+from bot.agents import demo
 from bot.store import migrate
 from bot.store.database import Store
 from bot.store.tables import grants

@@ -33,11 +33,11 @@ from capture import POSTGRES_DSN, fresh_database
 from fullstack import percentile
 from sqlalchemy import insert, text
 
-from bot.agent_run import RunState
+from bot.agents.agent_run import RunState
+from bot.agents.delegation import Delegation, Limits, oldest_eligible
 from bot.chat.callbacks import CallbackSigner
 from bot.config.settings import Settings
-from bot.delegation import Delegation, Limits, oldest_eligible
-from bot.platform import Platform
+from bot.core import Platform
 from bot.store import migrate
 from bot.store.database import Store
 from bot.store.tables import agent_runs, tasks

@@ -16,7 +16,7 @@ demo.write_file and tasks.list; the agent's token is minted in that database. It
    on aegis's database): what the auth lookup alone adds. One client per server, the three
    interleaved call by call (each goes first in turn), after ``--warmup`` rounds.
 2. A tap to the held retry returning its result. The agent calls demo-write_file with a fresh
-   file name; the call is gated and held open (bot/held_calls.py); when its card reaches the
+   file name; the call is gated and held open (bot/actions/held_calls.py); when its card reaches the
    emulated chat, after ``--think`` seconds plus a random fraction of the held call's poll
    (so taps do not fall at one phase of it), Approve is tapped through the emulator's
    control API. Timed from just before the tap's POST to the held call returning its result,
@@ -55,7 +55,7 @@ from mcp_taps import APPROVED, bench_taps, print_taps, settled_at  # the second 
 
 from aegis.mcp_listener import MCP_PATH
 from aegis.mcp_server import RequireAgentToken
-from bot.agent_tokens import AgentTokens
+from bot.agents.tokens import AgentTokens
 from bot.store.database import Store
 from emulator import create_emulator_app
 

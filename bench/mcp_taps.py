@@ -17,8 +17,8 @@ from capture import with_store
 from fullstack import PROBE_USER, percentile
 from sqlalchemy import select
 
+from bot.actions.held_calls import POLL_SECONDS
 from bot.chat.views.cards import SETTLED
-from bot.held_calls import POLL_SECONDS
 from bot.store.tables import interactions
 from emulator.client import EmulatorClient
 

@@ -24,8 +24,8 @@ import aiosqlite.core
 import dramatiq
 import redis
 
-from bot import demo
-from bot.actions import Continuation, Status
+from bot.actions.actions import Continuation, Status
+from bot.agents import demo
 from bot.chat.views.cards import CALLBACK_KIND, SETTLED
 from emulator import DEFAULT_USER
 

@@ -7,7 +7,7 @@ import logging
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.audit import AuditEvent
+from bot.actions.audit import AuditEvent
 from bot.chat.views import tasks as task_views
 from bot.chat.views.cards import CALLBACK_KIND
 from handlers import schedules

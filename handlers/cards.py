@@ -10,7 +10,7 @@ import re
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.audit import AuditEntry
+from bot.actions.audit import AuditEntry
 from bot.chat.callbacks import CallbackData
 from bot.errors import PairingLocked
 from bot.timeutil import short_time

@@ -10,7 +10,7 @@ from telegram.ext import ContextTypes
 
 from bot.chat.views.status import gather_status
 from bot.errors import BrokerError, PairingError
-from bot.schedules import Schedules
+from bot.upkeep.schedules import Schedules
 from handlers import tasks
 from handlers.cards import answer_card
 from handlers.services import Services, reply, services

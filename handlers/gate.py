@@ -14,7 +14,7 @@ from telegram import Update
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot.audit import AuditEvent
+from bot.actions.audit import AuditEvent
 from handlers.errors import current_outcome
 from handlers.services import services
 

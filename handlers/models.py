@@ -1,14 +1,14 @@
 """``/models``: when did each model last succeed. One line per provider and model, from the
-ledger (bot/ledger.py), with the providers aegis.yaml declares that were never asked."""
+ledger (bot/agents/ledger.py), with the providers aegis.yaml declares that were never asked."""
 
 from __future__ import annotations
 
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.agents import AgentProfile
+from bot.agents.ledger import Ledger, ModelSeen, provider_label
+from bot.agents.profiles import AgentProfile
 from bot.chat.views.cards import visible
-from bot.ledger import Ledger, ModelSeen, provider_label
 from bot.timeutil import short_time
 from handlers.services import reply, services
 

@@ -1,14 +1,14 @@
 """``/run``, ``/runs``, ``/cancel`` and ``/agents``. Thin: each parses the command and asks
-the platform, which decides (bot/platform.py, bot/agent_runs.py)."""
+the platform, which decides (bot/core.py, bot/agents/agent_runs.py)."""
 
 from __future__ import annotations
 
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.agent_run import RunRefused, RunState
+from bot.agents.agent_run import RunRefused, RunState
+from bot.agents.endings import settle_task
 from bot.chat.views.runs import agents_view, runs_view
-from bot.run_endings import settle_task
 from handlers.services import reply, services
 
 RUN_USAGE = "Send /run, an agent and what to do: /run demo write me a haiku. /agents lists them."

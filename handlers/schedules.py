@@ -1,5 +1,5 @@
 """``/schedules`` and its buttons: each schedule on or off, and the briefing's Pending button.
-Thin: the rows are bot/schedules.py's, the text is bot/chat/views/schedules.py's."""
+Thin: the rows are bot/upkeep/schedules.py's, the text is bot/chat/views/schedules.py's."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from telegram.ext import ContextTypes
 from bot.chat.briefing import BRIEFING_KIND
 from bot.chat.callbacks import CallbackData
 from bot.chat.views.schedules import SCHEDULE_KIND, schedules_view
-from bot.schedules import Schedules
 from bot.timeutil import now, short_time
+from bot.upkeep.schedules import Schedules
 from handlers.cards import pending
 from handlers.services import Services, reply, services
 

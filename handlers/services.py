@@ -14,10 +14,10 @@ from bot.chat.codes import CodeVerifier
 from bot.chat.outbox import Outbox
 from bot.chat.owners import Owners
 from bot.config.settings import Settings
-from bot.heartbeats import Heartbeats
-from bot.platform import Platform
-from bot.runs import Runs
+from bot.core import Platform
 from bot.store.database import Store
+from bot.upkeep.heartbeats import Heartbeats
+from bot.upkeep.job_runs import Runs
 
 SERVICES_KEY = "aegis.services"
 

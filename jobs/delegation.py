@@ -1,4 +1,4 @@
-"""Assigned tasks handed to their agents (bot/delegation.py): a sweep that spawns one child
+"""Assigned tasks handed to their agents (bot/agents/delegation.py): a sweep that spawns one child
 per task, and the child that starts the task's run.
 
 ``sweep_assigned`` (every 15 minutes) picks the oldest eligible tasks, at most its quota, and
@@ -14,7 +14,7 @@ import asyncio
 
 import dramatiq
 
-from bot.delegation import Delegation, Limits
+from bot.agents.delegation import Delegation, Limits
 from jobs.broker import require_broker
 from jobs.resources import Resources, resources
 

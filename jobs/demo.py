@@ -1,4 +1,4 @@
-"""``/demo``: the built-in demo agent (bot/demo.py) takes its three steps through the gate.
+"""``/demo``: the built-in demo agent (bot/agents/demo.py) takes its three steps through the gate.
 
 Each step is one message: the step asks the call path to act; a gated step leaves a card and
 finishes, and the card's continuation runs the same step again once it is settled, so nothing
@@ -12,8 +12,8 @@ import asyncio
 
 import dramatiq
 
-from bot import demo
-from bot.actions import Continuation, Status
+from bot.actions.actions import Continuation, Status
+from bot.agents import demo
 from bot.interactions.interactions import Outcome
 from jobs.broker import require_broker
 from jobs.resources import resources

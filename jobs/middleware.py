@@ -10,9 +10,9 @@ from typing import Any
 from dramatiq import Middleware
 from dramatiq.asyncio import get_event_loop_thread
 
-from bot.heartbeats import BEAT_EVERY, Heartbeats, process_id
-from bot.runs import RunRecord, RunStatus
 from bot.timeutil import now
+from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
+from bot.upkeep.job_runs import RunRecord, RunStatus
 from jobs import running
 from jobs.resources import close_resources, resources
 

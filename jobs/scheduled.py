@@ -14,10 +14,10 @@ import logging
 
 import dramatiq
 
-from bot.agent_run import RunOrigin, RunRefused
-from bot.agents import with_tag
+from bot.agents.agent_run import RunOrigin, RunRefused
+from bot.agents.profiles import with_tag
 from bot.errors import ConfigError
-from bot.schedules import Schedules
+from bot.upkeep.schedules import Schedules
 from handlers.botapi import owner_chats
 from jobs.broker import require_broker
 from jobs.resources import resources

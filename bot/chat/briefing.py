@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy import func, or_, select
 
-from bot.agent_run import AgentRun, RunState
-from bot.agent_runs import AgentRuns
+from bot.agents.agent_run import AgentRun, RunState
+from bot.agents.agent_runs import AgentRuns
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.views.cards import clip, visible
 from bot.chat.views.tasks import PAGE_KIND, task_line

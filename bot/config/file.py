@@ -1,6 +1,6 @@
 """``aegis.yaml``: behaviour as data. This reads the tools and agents the gate needs, the
 triage rules for the inbox (their format is in bot/tasks/triage.py), and how agents run and when
-(bot/agents.py, bot/config/sections.py).
+(bot/agents/profiles.py, bot/config/sections.py).
 
     tools:
       deploy.site:
@@ -12,7 +12,7 @@ triage rules for the inbox (their format is in bot/tasks/triage.py), and how age
         name: Ops
         tools: [deploy.site, demo.read_clock]
         peer: false                   # true: acts for a federated peer; every call needs a code
-    deploy:                           # recipes deploy.run runs (bot/platform_tools/deploy.py)
+    deploy:                           # recipes deploy.run runs (bot/tools/deploy.py)
       site:
         description: Deploy the site
         command: [./deploy.sh, --prod]  # a program and its arguments, never a shell string
@@ -31,14 +31,14 @@ from typing import Any
 
 import yaml
 
-from bot import demo, platform_tools
-from bot.agents import AgentProfile, ScheduleSpec
+from bot.agents import demo
+from bot.agents.profiles import AgentProfile, ScheduleSpec
 from bot.config.sections import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import PolicyConfigError
-from bot.platform_tools import cli_builtins
-from bot.platform_tools.deploy import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, DeployRecipe
 from bot.tasks.task import TaskRefused, parse_label
 from bot.tasks.triage import OUTCOMES, Conditions, TriageRule
+from bot.tools import declarations
+from bot.tools.declarations import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, DeployRecipe
 from policies.tools import AgentSpec, Catalog, Effect, SchemaRefused, ToolSpec
 
 ANY_OBJECT = {"type": "object"}
@@ -62,7 +62,7 @@ def load_catalog(path: Path | None) -> Catalog:
 
 def load_config(path: Path | None) -> Config:
     """The whole file, checked: tools, agents and triage rules."""
-    catalog = Catalog((*demo.TOOLS, *platform_tools.TOOLS), demo.AGENTS)
+    catalog = Catalog((*demo.TOOLS, *declarations.TOOLS), demo.AGENTS)
     agents = {agent.slug: agent for agent in demo.PROFILES}
     if path is None or not path.exists():
         return Config(catalog, agents=agents)
@@ -84,8 +84,8 @@ def load_config(path: Path | None) -> Config:
         profile = agent_profile(path, gate_view.slug, spec, gate_view.tools, gate_view.name)
         if profile.harness is not None and profile.harness.is_cli:
             # A coding CLI asks about its own built-ins (cli.<Name>, see
-            # bot/platform_tools/cli_builtins.py); the gate decides each by its effect.
-            gate_view = replace(gate_view, tools=gate_view.tools | {cli_builtins.FAMILY})
+            # bot/tools/declarations.py); the gate decides each by its effect.
+            gate_view = replace(gate_view, tools=gate_view.tools | {declarations.CLI_FAMILY})
         catalog.add_agent(gate_view)
         agents[gate_view.slug] = profile
     _no_unknown_keys(str(path), data, {"tools", "agents", "triage", "schedules", "deploy"})

@@ -1,5 +1,5 @@
 """The ``agents:`` run settings and the ``schedules:`` section of ``aegis.yaml`` (the formats are
-in bot/agents.py), checked with every problem named at its place in the file.
+in bot/agents/profiles.py), checked with every problem named at its place in the file.
 
     schedules:
       morning-news:
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bot.agents import (
+from bot.agents.profiles import (
     DEFAULT_DEADLINE_SECONDS,
     AgentProfile,
     HarnessKind,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import or_, select, update
 
-from bot.audit import Audit, AuditEvent, audit_card
+from bot.actions.audit import Audit, AuditEvent, audit_card
 from bot.chat.codes import CodeVerifier
 from bot.chat.views import cards
 from bot.interactions.interaction import OPEN, Effects, Interaction, Kind, Outcome, Reply, Status

@@ -20,8 +20,8 @@ from datetime import timedelta
 from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.approvals import Approvals
-from bot.audit import AuditEvent, audit_card
+from bot.actions.audit import AuditEvent, audit_card
+from bot.actions.grants import Approvals
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox
 from bot.chat.views import cards
@@ -58,7 +58,7 @@ class Interactions(Answers):
         self.signer = signer
         self.enqueue = enqueue
         # Told the id of each card settled in this process, once it is committed: a call held
-        # open on a card (bot/held_calls.py) wakes at once instead of at its next look.
+        # open on a card (bot/actions/held_calls.py) wakes at once instead of at its next look.
         self.settled_listeners: list[Callable[[int], None]] = []
 
     # Asking

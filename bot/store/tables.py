@@ -142,7 +142,7 @@ runs = Table(
     Index("ix_runs_started", "started_at"),
 )
 
-# What the clock enqueues, and when; see bot/schedules.py.
+# What the clock enqueues, and when; see bot/upkeep/schedules.py.
 schedules = Table(
     "schedules",
     metadata,
@@ -309,7 +309,7 @@ notes = Table(
     Index("ix_notes_agent", "agent", "id"),
 )
 
-# Agent runs: one row per run of an agent (bot/agent_runs.py), from /run, an assigned task or
+# Agent runs: one row per run of an agent (bot/agents/agent_runs.py), from /run, an assigned task or
 # a schedule. ``state`` is the harness's own (conversation so far, step reached), so a parked
 # or interrupted run continues where it stopped; ``effects`` counts what it changed.
 agent_runs = Table(
@@ -345,7 +345,7 @@ agent_runs = Table(
     Index("ix_agent_runs_agent", "agent", "id"),
 )
 
-# Every model call (bot/ledger.py): "when did this model last succeed" is one query, and the
+# Every model call (bot/agents/ledger.py): "when did this model last succeed" is one query, and the
 # rolling token budgets are sums over it.
 model_calls = Table(
     "model_calls",
@@ -379,7 +379,7 @@ agent_tokens = Table(
     Index("ix_agent_tokens_agent", "agent"),
 )
 
-# Messages between agents (bot/platform_tools/conversation.py): an agent reads what is addressed
+# Messages between agents (bot/tools/conversation.py): an agent reads what is addressed
 # to it, oldest unread first, and a reply names the message it answers (``reply_to``).
 agent_messages = Table(
     "agent_messages",

@@ -1,12 +1,12 @@
-"""Harnesses: how an agent's run is carried out (bot/harness.py is the interface).
+"""Harnesses: how an agent's run is carried out (jobs/harness.py is the interface).
 
 ``harness_for(agent)`` picks by the agent's declared harness kind, never by its name.
 """
 
 from __future__ import annotations
 
-from bot.agents import AgentProfile, HarnessKind
-from bot.harness import Harness, HarnessFailed
+from bot.agents.profiles import AgentProfile, HarnessKind
+from jobs.harness import Harness, HarnessFailed
 from jobs.harnesses.cli import CLIS, CliHarness
 from jobs.harnesses.http import InWorker
 from jobs.harnesses.script import ScriptHarness

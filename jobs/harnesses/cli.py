@@ -3,7 +3,7 @@
 One harness, told by a :class:`CliSpec` how each vendor's CLI is driven (data, never a branch on
 a name). A run:
 
-1. mints a bearer token for this run (bot/agent_tokens.py) and writes what the CLI reads into
+1. mints a bearer token for this run (bot/agents/tokens.py) and writes what the CLI reads into
    a private directory of its own (0700, files 0600, removed at the end): the token reaches
    aegis's MCP server as ``Authorization: Bearer …`` through a config file or the CLI's
    environment, never its command line, a log line or an error message;
@@ -40,11 +40,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.agent_tokens import AgentTokens
-from bot.agents import CLI_COMMANDS, AgentProfile, HarnessKind
-from bot.harness import HarnessFailed, RunContext
-from bot.ledger import Ledger
-from bot.platform_tools.cli_builtins import PROMPT_TOOL
+from bot.agents.ledger import Ledger
+from bot.agents.profiles import CLI_COMMANDS, AgentProfile, HarnessKind
+from bot.agents.tokens import AgentTokens
+from bot.tools.declarations import PROMPT_TOOL
+from jobs.harness import HarnessFailed, RunContext
 from jobs.harnesses.cli_process import CliProcess
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream, StreamReader
 from jobs.harnesses.opencode_project import refuse_widening_config
@@ -65,7 +65,8 @@ class CliSpec:
     ``{instructions_file}``, ``{mcp_url}``, ``{mcp_url_toml}``, ``{config_file}``, and
     ``{token}``, which only ``config`` and ``env`` may hold, never the command line."""
 
-    executable: str  # the CLI's own name (bot/agents.py), used when the agent names no command
+    # the CLI's own name (bot/agents/profiles.py), used when the agent names no command
+    executable: str
     args: tuple[str, ...]  # headless, JSON stream, the request read from stdin
     reader: type[StreamReader]
     model_args: tuple[str, ...] = ()  # added when the agent names a model

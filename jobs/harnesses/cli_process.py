@@ -32,9 +32,9 @@ import signal
 import sys
 from pathlib import Path
 
-from bot.harness import HarnessFailed, RunContext
-from bot.ledger import OK
-from bot.processes import kill_group
+from bot.agents.ledger import OK
+from bot.tools.processes import kill_group
+from jobs.harness import HarnessFailed, RunContext
 from jobs.harnesses.cli_streams import StreamReader
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class CliProcess:
         self.stderr = bytearray()
         self.stderr_bytes = 0
         self.last_step_at = float("-inf")
-        self.status = "not started"  # how it ended, in words for the ledger (bot/ledger.py)
+        self.status = "not started"  # how it ended, in words for the ledger (bot/agents/ledger.py)
 
     async def run(self, command: list[str], workdir: Path, env: dict[str, str]) -> str:
         spawn = asyncio.ensure_future(self._spawn(command, workdir, env))

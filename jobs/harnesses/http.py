@@ -23,10 +23,10 @@ from typing import Any
 
 import aiohttp
 
-from bot.agents import AgentProfile, Provider
-from bot.harness import HarnessFailed, RunContext
-from bot.ledger import OK, Ledger, provider_label
-from bot.tool_offer import NameClash, offered, tool_text
+from bot.agents.ledger import OK, Ledger, provider_label
+from bot.agents.profiles import AgentProfile, Provider
+from bot.tools.offer import NameClash, offered, tool_text
+from jobs.harness import HarnessFailed, RunContext
 from jobs.resources import resources
 from policies.tools import AgentSpec, Catalog
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bot.agents import ScriptStep
-from bot.harness import RunContext
+from bot.agents.profiles import ScriptStep
+from jobs.harness import RunContext
 
 
 class ScriptHarness:

@@ -18,7 +18,7 @@ import pyotp
 import pytest
 from sqlalchemy import func, select
 
-from bot.agent_tokens import AgentTokens
+from bot.agents.tokens import AgentTokens
 from bot.config.secrets import SecretFiles
 from bot.store.tables import audit_events, interactions
 from tests.helpers.mcp import mcp_client, mcp_url

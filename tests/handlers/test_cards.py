@@ -80,7 +80,7 @@ async def test_the_demo_reads_then_waits_for_a_tap_then_for_a_tap_and_a_code(sta
 
 async def gated_write(stack, text: str = "hi", **continuation):
     """Ask the call path for the demo agent's write, as a worker would: it leaves a card."""
-    from bot.actions import Continuation
+    from bot.actions.actions import Continuation
 
     await stack.send("/start")  # Telegram knows a chat only once the user has written in it
     return await stack.services.platform.actions.perform(

@@ -12,15 +12,15 @@ from typing import Any
 import pyotp
 from sqlalchemy import select, update
 
-from bot.actions import Actions
-from bot.audit import AuditEvent
+from bot.actions.actions import Actions
+from bot.actions.audit import AuditEvent
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
 from bot.config.settings import Settings
+from bot.core import Platform
 from bot.errors import BrokerError
 from bot.interactions.interaction import Ask, Kind
 from bot.interactions.interactions import Interactions
-from bot.platform import Platform
 from bot.store.database import Store
 from bot.store.tables import audit_events, grants, interaction_cards, interactions, outbox
 from policies.canonical import approval_hash

@@ -7,7 +7,7 @@ import re
 
 from sqlalchemy import func, select
 
-from bot.agent_run import RunState
+from bot.agents.agent_run import RunState
 from bot.store.tables import agent_runs, audit_events
 from tests.helpers.stack import OWNER_CHAT, eventually
 

@@ -15,7 +15,7 @@ import dramatiq
 import pytest
 from sqlalchemy import func, select, update
 
-from bot.agent_run import RunOrigin, RunState
+from bot.agents.agent_run import RunOrigin, RunState
 from bot.store.tables import agent_runs, interactions
 from tests.helpers.runs import message_with, run_in, start, tap, tool_runs
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack

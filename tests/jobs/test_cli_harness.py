@@ -28,11 +28,11 @@ import psutil
 import pytest
 from sqlalchemy import select
 
-from bot.agent_run import RunState
-from bot.agent_tokens import AgentTokens
-from bot.agents import AgentProfile, HarnessKind
-from bot.harness import HarnessFailed
+from bot.agents.agent_run import RunState
+from bot.agents.profiles import AgentProfile, HarnessKind
+from bot.agents.tokens import AgentTokens
 from bot.store.tables import agent_runs, agent_tokens, audit_events, model_calls
+from jobs.harness import HarnessFailed
 from jobs.harnesses import cli_process
 from jobs.harnesses.cli import (
     CLAUDE_DENIED_TOOLS,

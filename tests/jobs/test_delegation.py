@@ -19,8 +19,8 @@ import dramatiq
 import pytest
 from sqlalchemy import func, insert, select, update
 
-from bot.agent_run import RunOrigin, RunState
-from bot.delegation import fill
+from bot.agents.agent_run import RunOrigin, RunState
+from bot.agents.delegation import fill
 from bot.store.tables import agent_runs, runs, tasks
 from bot.tasks.task import Closed, State, Task
 from bot.timeutil import now

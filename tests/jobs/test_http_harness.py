@@ -16,13 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from bot.actions import Outcome, Status
-from bot.agent_run import RunState
-from bot.agents import AgentProfile, HarnessKind
-from bot.harness import HarnessFailed
-from bot.ledger import Ledger
+from bot.actions.actions import Outcome, Status
+from bot.agents.agent_run import RunState
+from bot.agents.ledger import Ledger
+from bot.agents.profiles import AgentProfile, HarnessKind
 from bot.store.tables import agent_runs, audit_events, interactions, model_calls
-from bot.tool_offer import WIRE_NAME, capped, tool_text, wire_name
+from bot.tools.offer import WIRE_NAME, capped, tool_text, wire_name
+from jobs.harness import HarnessFailed
 from jobs.harnesses import http as http_harness
 from jobs.harnesses.http import (
     MAX_TURNS,
@@ -477,9 +477,9 @@ def test_a_long_tool_result_keeps_its_payload_and_says_what_was_cut():
 
 
 def test_an_offer_refuses_two_tools_it_cannot_tell_apart(monkeypatch):
-    import bot.tool_offer
+    import bot.tools.offer
 
-    monkeypatch.setattr(bot.tool_offer, "wire_name", lambda tool: "same")
+    monkeypatch.setattr(bot.tools.offer, "wire_name", lambda tool: "same")
     agent = AgentProfile("x", "X", HarnessKind.HTTP, tools=frozenset({"a", "b"}))
     with pytest.raises(HarnessFailed, match="cannot be told apart"):
         Offer.of(agent, Catalog())

@@ -18,8 +18,8 @@ import subprocess
 import pytest
 from sqlalchemy import func, select
 
-from bot.agent_run import RunState
-from bot.audit import AuditEvent
+from bot.actions.audit import AuditEvent
+from bot.agents.agent_run import RunState
 from bot.chat.outbox import OutboxStatus
 from bot.store.tables import agent_runs, audit_events, outbox, runs
 from tests.helpers import worker_process

@@ -19,12 +19,12 @@ import pytest
 from sqlalchemy import select, update
 
 from aegis.clock import run_clock
-from bot.agent_run import RunState
+from bot.agents.agent_run import RunState
 from bot.config.live import LiveConfig
 from bot.interactions.interaction import Ask, Kind
-from bot.schedules import Schedules
 from bot.store.tables import agent_runs, runs, schedules
 from bot.timeutil import now
+from bot.upkeep.schedules import Schedules
 from jobs.enqueue import make_enqueue
 from tests.helpers.runs import buttons, message_with, tap
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack

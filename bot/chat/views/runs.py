@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.agent_run import AgentRun, RunState
-from bot.agents import AgentProfile
+from bot.agents.agent_run import AgentRun, RunState
+from bot.agents.profiles import AgentProfile
 from bot.chat.views.cards import clip, visible
 from bot.timeutil import now, short_time
 

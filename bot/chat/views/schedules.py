@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agents import AgentProfile, with_tag
+from bot.agents.profiles import AgentProfile, with_tag
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
 from bot.chat.views.cards import visible
-from bot.schedules import ScheduleRow
 from bot.timeutil import short_time
+from bot.upkeep.schedules import ScheduleRow
 
 SCHEDULE_KIND = "sched"
 UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))

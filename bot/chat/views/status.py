@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from bot.chat.outbox import Outbox
 from bot.chat.views.schedules import status_lines
-from bot.heartbeats import Heartbeats, Process
-from bot.runs import Run, Runs
-from bot.schedules import Schedules
 from bot.timeutil import now, short_time
+from bot.upkeep.heartbeats import Heartbeats, Process
+from bot.upkeep.job_runs import Run, Runs
+from bot.upkeep.schedules import Schedules
 
 QUIET_JOBS = ("deliver",)  # one per message sent: counted in the outbox line instead
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agents import HarnessKind, Provider, ScriptStep, TaskHandler, with_tag
+from bot.agents.profiles import HarnessKind, Provider, ScriptStep, TaskHandler, with_tag
 from bot.config.file import load_config
 from bot.config.live import LiveConfig
 from bot.errors import PolicyConfigError

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bot import demo, platform_tools
+from bot.agents import demo
 from bot.config.file import load_catalog
 from bot.errors import PolicyConfigError
+from bot.tools import declarations
 from policies.decision import Allow, Deny, Gate, decide
 from policies.tools import Effect
 
@@ -49,7 +50,7 @@ def refusal(tmp_path: Path, text: str) -> str:
     return message
 
 
-BUILT_IN_TOOLS = (*demo.TOOLS, *platform_tools.TOOLS)
+BUILT_IN_TOOLS = (*demo.TOOLS, *declarations.TOOLS)
 
 
 def builtins_present(catalog) -> bool:

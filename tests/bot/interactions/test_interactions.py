@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.audit import AuditEvent
+from bot.actions.audit import AuditEvent
 from bot.chat import codes
 from bot.chat.codes import CodeVerifier
 from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind

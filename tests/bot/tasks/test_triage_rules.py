@@ -313,7 +313,7 @@ def test_a_place_counts_rules_from_zero(tmp_path):
 
 
 def test_an_assignee_may_be_any_declared_agent_including_built_ins(tmp_path):
-    from bot import demo
+    from bot.agents import demo
 
     builtin = next(iter(demo.AGENTS)).slug
     [rule_] = rules_from(tmp_path, rule(assignee=builtin))

@@ -1,0 +1,106 @@
+"""An agent run as data: its states and origins, the row as a value, and what a holder of a
+run learns when it beats. The service that moves runs from state to state is
+bot/agents/agent_runs.py.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.timeutil import now
+
+
+class RunState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PARKED = "parked"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_over(self) -> bool:
+        return self in ENDED
+
+
+ENDED = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED})
+ACTIVE = (RunState.QUEUED, RunState.RUNNING)
+
+
+class RunOrigin(enum.StrEnum):
+    COMMAND = "command"  # /run
+    TASK = "task"  # an assigned task, picked by the sweep
+    SCHEDULE = "schedule"  # a schedule from aegis.yaml
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    id: int
+    agent: str
+    request: str
+    origin: RunOrigin
+    task_id: int | None
+    schedule: str | None
+    chat_id: int
+    status: RunState
+    step: str
+    state: dict[str, Any]
+    effects: dict[str, int]
+    result: str | None
+    error: str | None
+    waiting_on: int | None
+    progress_outbox_id: int | None
+    deadline_seconds: int
+    deadline_at: datetime | None
+    attempts: int
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> AgentRun:
+        values = dict(row._mapping)
+        values.pop("idempotency_key", None)
+        values["origin"] = RunOrigin(values["origin"])
+        values["status"] = RunState(values["status"])
+        return cls(**values)
+
+    def elapsed(self, moment: datetime | None = None) -> timedelta:
+        if self.started_at is None:
+            return timedelta(0)
+        return (self.finished_at or moment or now()) - self.started_at
+
+    def effects_text(self) -> str:
+        """What it changed, as counts: "tool calls: 2, messages sent: 1"; "no effect" when
+        none (which is a finding, not a success)."""
+        shown = [
+            f"{name.replace('_', ' ')}: {count}"
+            for name, count in sorted(self.effects.items())
+            if count
+        ]
+        return ", ".join(shown) or "no effect"
+
+
+class Beat(enum.Enum):
+    GO_ON = "go on"
+    CANCEL = "cancel"  # /cancel was asked for
+    LOST = "lost"  # the run is no longer this holder's
+
+
+class RunLost(Exception):
+    """The run was taken over by another holder (or ended) while this one still worked."""
+
+
+class RunRefused(ValueError):
+    """A run that cannot start (unknown agent, budget spent …); the message says why."""
+
+
+def end_key(run_id: int) -> str:
+    """The outbox key of a run's last word (see ``AgentRuns.ended_untold``)."""
+    return f"run:{run_id}:end"

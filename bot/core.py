@@ -1,0 +1,224 @@
+"""The core services every process builds the same way: the outbox, the interactions, the gate
+and the call path, the tasks and their triage, over one store. The web process and the workers
+each build one."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from bot.actions.actions import Actions
+from bot.actions.audit import Audit
+from bot.actions.grants import Approvals
+from bot.agents import demo
+from bot.agents.agent_run import AgentRun, RunOrigin, RunRefused
+from bot.agents.agent_runs import AgentRuns
+from bot.agents.ledger import Ledger
+from bot.agents.profiles import AgentProfile
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.outbox import Outbox
+from bot.chat.views.runs import progress_text
+from bot.config.live import LiveConfig
+from bot.config.settings import Settings
+from bot.errors import BrokerError
+from bot.interactions.interactions import Enqueue, Interactions
+from bot.store.database import Store
+from bot.tasks.inbox import Inbox
+from bot.tasks.notes import Notes
+from bot.tasks.task import Task
+from bot.tasks.tasks import Tasks
+from bot.tasks.triage import RuleTriager, Triage
+from bot.tools.toolbox import platform_explainers, platform_functions
+from policies.tools import Catalog
+
+logger = logging.getLogger(__name__)
+# While set, deliveries are asked for once per chat at the end (Platform.deliveries_gathered).
+_gathered: ContextVar[_Gathered | None] = ContextVar("gathered_deliveries", default=None)
+
+
+@dataclass
+class _Gathered:
+    """The first row queued for each chat within a ``deliveries_gathered`` block. A task
+    started inside the block keeps seeing it after the block ends (it has a copy of the
+    context), so ``ended`` tells ``say`` to ask for a delivery itself from then on."""
+
+    first_of_chat: dict[int, int]
+    ended: bool = False
+
+
+@dataclass
+class FileRules:
+    """The triage rules of aegis.yaml as the file says now."""
+
+    config: LiveConfig
+
+    async def suggest(self, task: Task) -> Triage | None:
+        return await RuleTriager(self.config.current().triage_rules).suggest(task)
+
+
+@dataclass
+class Platform:
+    outbox: Outbox
+    audit: Audit
+    approvals: Approvals
+    interactions: Interactions
+    config: LiveConfig
+    actions: Actions
+    tasks: Tasks
+    notes: Notes
+    inbox: Inbox
+    runs: AgentRuns
+    ledger: Ledger | None = None  # model calls and token budgets (bot/agents/ledger.py)
+    settings: Settings | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.config.current().catalog
+
+    @property
+    def agents(self) -> dict[str, AgentProfile]:
+        return self.config.current().agents
+
+    async def say(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        key: str | None = None,
+        reply_markup: dict[str, Any] | None = None,
+        reply_to: int | None = None,
+    ) -> int:
+        """Queue a message in the outbox and ask a worker to deliver it; returns its row id.
+
+        If the broker is down the row stays in the outbox and the sweep delivers it later, so
+        this does not fail the caller.
+        """
+        outbox_id, new = await self.outbox.put(
+            chat_id,
+            text,
+            reply_markup=reply_markup,
+            reply_to_message_id=reply_to,
+            idempotency_key=key,
+        )
+        if new:
+            gathered = _gathered.get()
+            if gathered is None or gathered.ended:
+                await self._ask_delivery(outbox_id)
+            else:
+                gathered.first_of_chat.setdefault(chat_id, outbox_id)
+        return outbox_id
+
+    @contextlib.asynccontextmanager
+    async def deliveries_gathered(self) -> AsyncIterator[None]:
+        """Within, what ``say`` queues is delivered by one job per chat, asked for at the end.
+
+        A delivery sends its chat's undelivered messages oldest first, draining the chat; when
+        it is asked for at the end, every message queued within is committed, so one job per
+        chat sends them all. Asked for one by one, the others would find nothing left to send.
+        """
+        gathered = _Gathered({})
+        token = _gathered.set(gathered)
+        try:
+            yield
+        finally:
+            _gathered.reset(token)
+            gathered.ended = True
+            for outbox_id in gathered.first_of_chat.values():
+                await self._ask_delivery(outbox_id)
+
+    async def _ask_delivery(self, outbox_id: int) -> None:
+        try:
+            await self.interactions.enqueue("deliver", outbox_id)
+        except BrokerError:
+            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+
+    async def start_run(
+        self,
+        agent: str,
+        request: str,
+        chat_id: int,
+        *,
+        origin: RunOrigin = RunOrigin.COMMAND,
+        task_id: int | None = None,
+        schedule: str | None = None,
+        key: str | None = None,
+    ) -> AgentRun:
+        """Queue a run of ``agent`` and its progress message; a worker takes it from there.
+        Raises RunRefused, with the reason in words, when the agent cannot run."""
+        profile = self.agents.get(agent)
+        if profile is None:
+            known = ", ".join(sorted(s for s, a in self.agents.items() if a.runnable)) or "none"
+            raise RunRefused(f"No agent is called {agent!r}. Agents that run: {known}.")
+        if not profile.runnable:
+            raise RunRefused(f"{agent} has no harness in aegis.yaml, so it cannot run.")
+        if not request.strip():
+            raise RunRefused(f"Say what {agent} should do: /run {agent} what to do")
+        if self.ledger is not None:  # a spent token budget refuses, with a card
+            await self.ledger.refuse_if_spent(profile, chat_id, self.interactions)
+        run, new = await self.runs.create(
+            agent,
+            request,
+            chat_id,
+            origin=origin,
+            deadline_seconds=profile.deadline_seconds,
+            task_id=task_id,
+            schedule=schedule,
+            key=key,
+        )
+        if new:
+            try:
+                await self.interactions.enqueue("deliver", run.progress_outbox_id)
+                await self.interactions.enqueue("run_agent", run.id)
+            except BrokerError:
+                logger.warning("broker down: run %s waits for the run sweep", run.id)
+        return run
+
+    async def show_run(self, run: AgentRun) -> None:
+        """Edit the run's progress message to what the run is now."""
+        if run.progress_outbox_id is None:
+            return
+        async with self.outbox.store.write() as conn:
+            outbox_id = await self.outbox.add(
+                conn, run.chat_id, progress_text(run), edit_of=run.progress_outbox_id
+            )
+        try:
+            await self.interactions.enqueue("deliver", outbox_id)
+        except BrokerError:
+            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+
+    @classmethod
+    def build(
+        cls, settings: Settings, store: Store, signer: CallbackSigner, enqueue: Enqueue
+    ) -> Platform:
+        outbox = Outbox(store, file_over_chars=settings.outbox_file_over_chars)
+        approvals = Approvals(store)
+        interactions = Interactions(store, outbox, signer, enqueue)
+        config = LiveConfig(settings.config_file)
+        # The platform's own tools work on the platform, which is built last (below).
+        toolbox = demo.toolbox(settings.data_dir)
+        actions = Actions(lambda: config.current().catalog, toolbox, interactions, approvals)
+        tasks = Tasks(store)
+        # The triage chain: the file's rules; a model-based triager goes after them.
+        triagers = [FileRules(config)]
+        inbox = Inbox(store, tasks, interactions, triagers)
+        platform = cls(
+            outbox,
+            Audit(store),
+            approvals,
+            interactions,
+            config,
+            actions,
+            tasks,
+            Notes(store),
+            inbox,
+            AgentRuns(store, outbox, progress_text),
+            ledger=Ledger(store, overall_per_day=settings.token_budget_per_day),
+            settings=settings,
+        )
+        toolbox.update(platform_functions(platform))
+        actions.explainers = platform_explainers(platform)
+        return platform

@@ -1,0 +1,61 @@
+"""A coding CLI's own built-in tools, as the gate sees them (``cli.<Name>``).
+
+Claude Code asks aegis's ``permission_prompt`` tool before it uses a built-in that is neither
+allowed nor refused on its command line; the gate then decides ``cli.<Name>`` like any call.
+Only the built-ins that read are declared, so they run unattended; any other (Bash, Edit,
+Write, WebFetch, one added in a later release …) is undeclared, so it waits for a tap and a
+code. When the gate lets one through, nothing runs here: the answer is the CLI's permission to
+run it itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.errors import ToolRefused
+from bot.tools.declarations import CLI_FAMILY
+
+if TYPE_CHECKING:
+    from bot.actions.actions import Caller, ToolFunction
+    from bot.core import Platform
+
+
+PATH_KEYS = ("file_path", "path", "notebook_path", "pattern")
+
+
+def touches(args: dict, private: Path) -> str | None:
+    """The first path in a built-in's input that reaches into ``private`` (inside it, or a
+    folder a search would go down into it from), if any. Only absolute paths can be told; a
+    relative one is the CLI's to resolve."""
+    for key in PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.startswith(("/", "~")):
+            where = _fixed_part(Path(value).expanduser()).resolve()
+            if where.is_relative_to(private) or private.is_relative_to(where):
+                return value
+    return None
+
+
+def _fixed_part(path: Path) -> Path:
+    """A path up to its first wildcard: where a glob or a search is sure to look."""
+    parts = []
+    for part in path.parts:
+        if any(mark in part for mark in "*?["):
+            break
+        parts.append(part)
+    return Path(*parts)
+
+
+def toolbox(platform: Platform) -> dict[str, ToolFunction]:
+    private = platform.settings.data_dir.resolve() if platform.settings else None
+
+    async def permitted(args: dict, caller: Caller) -> str:
+        # aegis's data dir holds its secrets (the webhook secret, the emulator's key): an agent
+        # that read them could forge its owner's taps. No approval lets a CLI read there.
+        where = touches(args, private) if private is not None else None
+        if where is not None:
+            raise ToolRefused(f"{where} is inside aegis's own data dir, which no agent may read")
+        return "permitted: the CLI runs it itself"
+
+    return {CLI_FAMILY: permitted}

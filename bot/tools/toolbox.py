@@ -1,0 +1,29 @@
+"""The platform's own tools as one toolbox: each family's functions built over the platform, and
+what a card says a call would do where its arguments do not show it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.tools import cli_builtins, conversation, deploy, records, workdir
+
+if TYPE_CHECKING:
+    from bot.actions.actions import Explainer, ToolFunction
+    from bot.core import Platform
+
+FAMILIES = (records, conversation, workdir, deploy, cli_builtins)
+
+
+def platform_explainers(platform: Platform) -> dict[str, Explainer]:
+    found: dict[str, Explainer] = {}
+    for family in FAMILIES:
+        if hasattr(family, "explainers"):
+            found.update(family.explainers(platform))
+    return found
+
+
+def platform_functions(platform: Platform) -> dict[str, ToolFunction]:
+    functions: dict[str, ToolFunction] = {}
+    for family in FAMILIES:
+        functions.update(family.toolbox(platform))
+    return functions

@@ -1,0 +1,2 @@
+"""What keeps the platform going: job runs, heartbeats and schedules.
+"""

@@ -1,0 +1,317 @@
+"""Schedules are rows; the clock enqueues what is due and never runs the work itself.
+
+Two kinds of rows: the platform's own upkeep (``BUILTIN_SCHEDULES``, seeded once, never touched
+again by the file) and the schedules ``aegis.yaml`` declares (``source = "file"``), which the
+clock reconciles whenever the file changes. Either kind is switched on or off from
+``/schedules``; after the first seed that switch is the owner's, and the file's ``enabled`` no
+longer decides.
+
+A schedule that came due while nothing was running (downtime) runs once when the clock returns,
+never a burst: the next run is set from the moment it was enqueued, not from when it was due. A
+file schedule whose previous run is still going (queued, running or parked on a card) is not
+enqueued again: the due time is skipped, counted, and the next one set, one skip per due time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, insert, or_, select, update
+
+from bot.agents.agent_run import ACTIVE, RunState
+from bot.agents.profiles import ScheduleSpec
+from bot.store.database import Store
+from bot.store.tables import agent_runs, schedules
+from bot.timeutil import now
+
+logger = logging.getLogger(__name__)
+
+FILE = "file"  # rows that aegis.yaml declares
+BUILTIN = "builtin"  # the platform's own; a row from before sources were recorded has None
+FILE_ACTOR = "scheduled_run"  # runs an agent for a file schedule (jobs/scheduled.py)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str
+    actor: str
+    interval_seconds: int
+    first_at_once: bool = True  # False: the first run is one interval after the schedule is added
+
+
+# The platform's own upkeep; aegis.yaml adds the user's schedules to these.
+BUILTIN_SCHEDULES = (
+    Schedule("outbox-sweep", "sweep_outbox", 30),
+    Schedule("interaction-sweep", "sweep_interactions", 30),
+    Schedule("run-sweep", "sweep_runs", 30),
+    Schedule("triage-sweep", "sweep_triage", 15 * 60),
+    Schedule("assigned-sweep", "sweep_assigned", 15 * 60),
+    Schedule("weekly-review", "weekly_review", 7 * 24 * 3600, first_at_once=False),
+    Schedule("daily-briefing", "daily_briefing", 24 * 3600, first_at_once=False),
+)
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One row of ``schedules``, as /schedules and /status read it."""
+
+    name: str
+    actor: str
+    interval_seconds: int
+    enabled: bool
+    next_run_at: datetime
+    last_enqueued_at: datetime | None
+    kwargs: dict[str, Any]
+    source: str
+    skipped: int
+    last_skipped_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> ScheduleRow:
+        values = dict(row._mapping)
+        values["kwargs"] = values["kwargs"] or {}
+        values["source"] = values["source"] or BUILTIN
+        return cls(**values)
+
+    @property
+    def from_file(self) -> bool:
+        return self.source == FILE
+
+    @property
+    def agent(self) -> str | None:
+        return self.kwargs.get("agent")
+
+    @property
+    def capability(self) -> str | None:
+        return self.kwargs.get("capability")
+
+    @property
+    def request(self) -> str:
+        return self.kwargs.get("request", "")
+
+
+@dataclass
+class Reconciled:
+    """What a reconcile changed, by schedule name."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # a name a built-in schedule already has
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed)
+
+
+def file_kwargs(spec: ScheduleSpec) -> dict[str, Any]:
+    """What ``scheduled_run`` reads from the row: who runs it and what it is asked."""
+    who = {"agent": spec.agent} if spec.agent is not None else {"capability": spec.capability}
+    return {**who, "request": spec.request}
+
+
+class Schedules:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def seed(self, wanted: Iterable[Schedule]) -> None:
+        """Add schedules that are missing; an existing row keeps its on/off switch."""
+        async with self.store.write() as conn:
+            existing = set((await conn.execute(select(schedules.c.name))).scalars())
+            for schedule in wanted:
+                if schedule.name in existing:
+                    continue
+                first = now()
+                if not schedule.first_at_once:
+                    first += timedelta(seconds=schedule.interval_seconds)
+                await conn.execute(
+                    insert(schedules).values(
+                        name=schedule.name,
+                        actor=schedule.actor,
+                        interval_seconds=schedule.interval_seconds,
+                        enabled=True,
+                        next_run_at=first,
+                        source=BUILTIN,
+                    )
+                )
+
+    async def reconcile(self, specs: Iterable[ScheduleSpec]) -> Reconciled:
+        """Make the file's rows what the file says, in one transaction.
+
+        A new schedule is added (on or off as the file says, due at once); a known one takes
+        the file's interval, agent and request but keeps its switch (the owner's choice on
+        /schedules wins over ``enabled`` after the first seed); a file row the file no longer
+        declares is removed. Built-in rows are never touched, and a file schedule that takes a
+        built-in's name is refused (logged), so it cannot switch the platform's upkeep.
+        """
+        done = Reconciled()
+        moment = now()
+        async with self.store.write() as conn:
+            rows = {
+                row.name: ScheduleRow.from_row(row)
+                for row in (await conn.execute(select(schedules))).all()
+            }
+            wanted = {spec.name: spec for spec in specs}
+            for name, spec in wanted.items():
+                row = rows.get(name)
+                if row is None:
+                    await conn.execute(insert(schedules).values(**_new_file_row(spec, moment)))
+                    done.added.append(name)
+                elif not row.from_file:
+                    done.refused.append(name)
+                elif (changes := _file_changes(row, spec, moment)) is not None:
+                    await conn.execute(
+                        update(schedules).where(schedules.c.name == name).values(**changes)
+                    )
+                    done.updated.append(name)
+            gone = [name for name, row in rows.items() if row.from_file and name not in wanted]
+            if gone:
+                await conn.execute(delete(schedules).where(schedules.c.name.in_(gone)))
+                done.removed.extend(gone)
+        for name in done.refused:
+            logger.warning(
+                "aegis.yaml schedules.%s: a built-in schedule has this name; rename it", name
+            )
+        return done
+
+    async def enqueue_due(self, enqueue: Callable[..., Awaitable[None]]) -> list[str]:
+        """Enqueue every schedule that is due, each at most once; returns their names.
+
+        Each row is claimed by moving it to its next time only if it still holds the time we
+        read (so a second clock by mistake cannot enqueue it too), committed, then enqueued
+        outside the transaction; if the broker is down the row is put back to due. A file
+        schedule is given its due time too, which keys the run it starts (a redelivered message
+        starts it once).
+        """
+        moment = now()
+        async with self.store.read() as conn:
+            due = await conn.execute(
+                select(schedules).where(schedules.c.enabled, schedules.c.next_run_at <= moment)
+            )
+            rows = [ScheduleRow.from_row(row) for row in due.all()]
+        enqueued = []
+        for row in rows:
+            if row.from_file and await self.still_running(row.name):
+                await self._skip(row, moment)
+                continue
+            if not await self._move(row.name, row.next_run_at, moment, row.interval_seconds):
+                continue
+            args = (row.name, row.next_run_at.isoformat()) if row.from_file else (row.name,)
+            try:
+                await enqueue(row.actor, *args)
+            except Exception:
+                await self._move(row.name, None, row.next_run_at, 0)
+                raise
+            enqueued.append(row.name)
+        return enqueued
+
+    async def still_running(self, name: str, *, other_than: str | None = None) -> bool:
+        """Whether a run of this schedule is queued, running or parked on a card; a run keyed
+        ``other_than`` does not count (a redelivered message finds the run it started)."""
+        query = select(func.count()).where(
+            agent_runs.c.schedule == name,
+            agent_runs.c.status.in_((*ACTIVE, RunState.PARKED)),
+        )
+        if other_than is not None:
+            query = query.where(
+                or_(
+                    agent_runs.c.idempotency_key.is_(None),
+                    agent_runs.c.idempotency_key != other_than,
+                )
+            )
+        async with self.store.read() as conn:
+            return (await conn.execute(query)).scalar_one() > 0
+
+    async def note_skip(self, name: str) -> None:
+        """Count a run that was not started because the previous one is still going."""
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(schedules)
+                .where(schedules.c.name == name)
+                .values(skipped=schedules.c.skipped + 1, last_skipped_at=now())
+            )
+
+    async def _skip(self, row: ScheduleRow, moment: datetime) -> bool:
+        """Skip this due time: the same compare-and-set as a claim, so it is counted once."""
+        async with self.store.write() as conn:
+            moved = await conn.execute(
+                update(schedules)
+                .where(schedules.c.name == row.name, schedules.c.next_run_at == row.next_run_at)
+                .values(
+                    next_run_at=moment + timedelta(seconds=row.interval_seconds),
+                    skipped=schedules.c.skipped + 1,
+                    last_skipped_at=moment,
+                )
+            )
+        if moved.rowcount == 1:
+            logger.info("schedule %s skipped: its previous run is still going", row.name)
+        return moved.rowcount == 1
+
+    async def _move(self, name: str, expected, moment, interval_seconds: int) -> bool:
+        condition = schedules.c.name == name
+        if expected is not None:
+            condition = condition & (schedules.c.next_run_at == expected)
+        values = {"next_run_at": moment + timedelta(seconds=interval_seconds)}
+        if interval_seconds:
+            values["last_enqueued_at"] = moment
+        async with self.store.write() as conn:
+            moved = await conn.execute(update(schedules).where(condition).values(**values))
+        return moved.rowcount == 1
+
+    async def switch(self, name: str, enabled: bool) -> ScheduleRow | None:
+        """Turn a schedule on or off (the clock reads the switch at every tick); None: no
+        such schedule. A schedule turned back on after its time runs once, at the next tick."""
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(schedules).where(schedules.c.name == name).values(enabled=enabled)
+            )
+            row = (await conn.execute(select(schedules).where(schedules.c.name == name))).first()
+        return ScheduleRow.from_row(row) if row else None
+
+    async def get(self, name: str) -> ScheduleRow | None:
+        async with self.store.read() as conn:
+            row = (await conn.execute(select(schedules).where(schedules.c.name == name))).first()
+        return ScheduleRow.from_row(row) if row else None
+
+    async def all(self) -> list[ScheduleRow]:
+        """Every schedule: the file's first, then the platform's, each by name."""
+        async with self.store.read() as conn:
+            rows = [ScheduleRow.from_row(r) for r in (await conn.execute(select(schedules))).all()]
+        return sorted(rows, key=lambda row: (not row.from_file, row.name))
+
+    async def seconds_until_next(self, *, ceiling: float = 5.0) -> float:
+        query = select(schedules.c.next_run_at).where(schedules.c.enabled)
+        async with self.store.read() as conn:
+            times = list((await conn.execute(query)).scalars())
+        if not times:
+            return ceiling
+        return max(0.0, min(ceiling, (min(times) - now()).total_seconds()))
+
+
+def _new_file_row(spec: ScheduleSpec, moment: datetime) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "actor": FILE_ACTOR,
+        "interval_seconds": spec.interval_seconds,
+        "enabled": spec.enabled,
+        "next_run_at": moment,  # a schedule just added runs at once: you see that it works
+        "kwargs": file_kwargs(spec),
+        "source": FILE,
+    }
+
+
+def _file_changes(row: ScheduleRow, spec: ScheduleSpec, moment: datetime) -> dict | None:
+    """What to update in a known file row, or None; never its switch."""
+    changes: dict[str, Any] = {}
+    if row.kwargs != file_kwargs(spec) or row.actor != FILE_ACTOR:
+        changes.update(kwargs=file_kwargs(spec), actor=FILE_ACTOR)
+    if row.interval_seconds != spec.interval_seconds:
+        changes["interval_seconds"] = spec.interval_seconds
+        # The new interval counts from the last run (a shorter one may make it due now).
+        base = row.last_enqueued_at or moment
+        changes["next_run_at"] = base + timedelta(seconds=spec.interval_seconds)
+    return changes or None
