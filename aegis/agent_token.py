@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime
 
-from aegis.mcp_listener import MCP_PATH
+from aegis.mcp.listener import MCP_PATH
 from bot.agents.tokens import AgentTokens
 from bot.config.file import load_config
 from bot.config.settings import Settings

@@ -17,7 +17,7 @@ from dramatiq.brokers.redis import RedisBroker
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 
-from aegis.mcp_listener import MCP_PATH, Listener, listening
+from aegis.mcp.listener import MCP_PATH, Listener, listening
 from aegis.runtime import make_queue_depths, open_store
 from bot.actions.held_calls import HeldCalls
 from bot.agents.tokens import AgentTokens
@@ -128,7 +128,7 @@ async def _start_mcp(
     log and /healthz say why agents cannot reach it."""
     platform = services.platform
     chats = owner_chats(settings)
-    tools = {  # aegis.mcp_server.Tools, made when the first client connects
+    tools = {  # aegis.mcp.server.Tools, made when the first client connects
         "platform": platform,
         "tokens": AgentTokens(services.store),
         "held": HeldCalls(platform.actions, hold=settings.mcp_hold_seconds),

@@ -53,8 +53,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp_taps import APPROVED, bench_taps, print_taps, settled_at  # the second part
 
-from aegis.mcp_listener import MCP_PATH
-from aegis.mcp_server import RequireAgentToken
+from aegis.mcp.listener import MCP_PATH
+from aegis.mcp.server import RequireAgentToken
 from bot.agents.tokens import AgentTokens
 from bot.store.database import Store
 from emulator import create_emulator_app
@@ -205,7 +205,7 @@ def bare_app(database_url: str | None):
 async def serve_bare(port: int, database_url: str | None) -> None:
     """A bare server's process: uvicorn on ``port``; says "ready" once it listens."""
     app, store = bare_app(database_url)
-    config = uvicorn.Config(  # as aegis.mcp_server.serving configures its own
+    config = uvicorn.Config(  # as aegis.mcp.server.serving configures its own
         app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on"
     )
     server = uvicorn.Server(config)

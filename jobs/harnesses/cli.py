@@ -102,7 +102,7 @@ class CliSpec:
 # ask is refused. mcp__aegis is allowed without a prompt: aegis's gate decides each call.
 # --permission-prompt-tool names the MCP tool Claude asks about any other built-in (one neither
 # allowed nor denied here, such as one a later release adds): aegis's gate decides it as
-# ``cli.<Name>`` (aegis/mcp_server.py), so nothing new runs unasked.
+# ``cli.<Name>`` (aegis/mcp/server.py), so nothing new runs unasked.
 CLAUDE_DENIED_TOOLS = (
     "Bash",
     "PowerShell",

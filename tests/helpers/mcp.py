@@ -10,7 +10,7 @@ import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from aegis.mcp_listener import MCP_PATH
+from aegis.mcp.listener import MCP_PATH
 from bot.config.settings import Settings
 
 

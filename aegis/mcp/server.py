@@ -33,7 +33,7 @@ from mcp.server.lowlevel import Server
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from aegis.mcp_listener import MCP_PATH
+from aegis.mcp.listener import MCP_PATH
 from bot.actions.actions import Outcome, Status
 from bot.actions.audit import AuditEvent
 from bot.actions.held_calls import HeldCalls

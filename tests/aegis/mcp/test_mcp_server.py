@@ -395,7 +395,7 @@ def running_platform(stack):
 
 
 def test_a_port_in_use_is_named_with_the_setting_to_change():
-    from aegis.mcp_listener import bind_loopback
+    from aegis.mcp.listener import bind_loopback
 
     held = bind_loopback(0)
     port = held.getsockname()[1]
@@ -410,7 +410,7 @@ def test_a_port_in_use_is_named_with_the_setting_to_change():
 
 
 async def test_a_server_that_cannot_start_refuses_agents_and_says_so(caplog):
-    from aegis.mcp_listener import listening
+    from aegis.mcp.listener import listening
     from tests.helpers.stack import free_port
 
     port = free_port()

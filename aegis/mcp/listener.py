@@ -3,7 +3,7 @@
 The ``mcp`` SDK costs about half a second and 50 MB to import, and most hours no agent calls.
 So the web process binds the loopback port at once (a port in use is reported at start, and
 the kernel queues the first connections), and only when a client connects does it import the
-SDK, off the event loop, and serve on that same socket (aegis/mcp_server.py).
+SDK, off the event loop, and serve on that same socket (aegis/mcp/server.py).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Listener:
 
 @contextlib.asynccontextmanager
 async def listening(port: int, tools: Any) -> AsyncIterator[Listener]:
-    """Hold the port while the block runs; serve ``tools`` (aegis.mcp_server.Tools' parts)
+    """Hold the port while the block runs; serve ``tools`` (aegis.mcp.server.Tools' parts)
     from the first connection on."""
     sock = bind_loopback(port)
     listener = Listener()
@@ -73,7 +73,7 @@ async def _serve_when_called(sock: socket.socket, parts: Any, listener: Listener
     finally:
         loop.remove_reader(sock.fileno())
     try:
-        server = await asyncio.to_thread(importlib.import_module, "aegis.mcp_server")
+        server = await asyncio.to_thread(importlib.import_module, "aegis.mcp.server")
         async with server.serving(server.Tools(**parts), sock):
             logger.info("an MCP client connected: the MCP server is loaded and serving")
             await asyncio.Event().wait()  # until cancelled
