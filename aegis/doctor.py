@@ -13,6 +13,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from telegram.error import InvalidToken, NetworkError, TelegramError
 
+from aegis.botapi.endpoint import make_bot
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot.agents.profiles import AgentProfile
 from bot.config.file import load_config
@@ -21,7 +22,6 @@ from bot.config.settings import Settings, is_loopback
 from bot.errors import PolicyConfigError, StoreError
 from bot.store import migrate
 from bot.store.database import Store
-from handlers.botapi import make_bot
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ import threading
 import dramatiq
 from aiohttp import web
 
+from aegis.botapi.endpoint import chat_page_url
 from aegis.clock import run_clock
 from aegis.runtime import RedisTarget, open_broker, open_store, resolve_redis
 from aegis.web import create_web_app
 from bot.config.live import LiveConfig
 from bot.config.settings import Settings
-from handlers.botapi import chat_page_url
 from jobs.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)

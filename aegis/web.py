@@ -17,6 +17,7 @@ from dramatiq.brokers.redis import RedisBroker
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 
+from aegis.botapi.endpoint import EMULATOR_PREFIX, bot_token, emulator_key, make_bot, owner_chats
 from aegis.mcp.listener import MCP_PATH, Listener, listening
 from aegis.runtime import make_queue_depths, open_store
 from bot.actions.held_calls import HeldCalls
@@ -32,7 +33,6 @@ from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.upkeep.job_runs import Runs
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
 from handlers.application import BOT_COMMANDS, build_application
-from handlers.botapi import EMULATOR_PREFIX, bot_token, emulator_key, make_bot, owner_chats
 from handlers.intake import Intake
 from handlers.services import Services
 from jobs.enqueue import make_enqueue

@@ -295,8 +295,8 @@ def start_worker(broker, threads: int, timeout_ms: int) -> dramatiq.Worker:
 
 async def bench_tap(args) -> None:
     sys.path.insert(0, str(ROOT))  # tests.helpers, when run as ``python bench/approvals.py``
+    from aegis.botapi.endpoint import EMULATOR_PREFIX, emulator_key
     from emulator.client import EmulatorClient
-    from handlers.botapi import EMULATOR_PREFIX, emulator_key
     from tests.helpers.stack import make_settings, running_stack
 
     heading("2. a tap on Approve to its continuation starting in the worker")

@@ -148,7 +148,7 @@ async def _wait_for_updates(call: Call, generation: int, poll_seconds: float) ->
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(max(poll_seconds, 0.0), 50.0)
     bot = call.bot
-    while not bot.chat.updates and not call.closing.is_set():
+    while not bot.updates and not call.closing.is_set():
         remaining = deadline - loop.time()
         if remaining <= 0:
             return
@@ -197,7 +197,7 @@ async def get_webhook_info(call: Call) -> dict[str, Any]:
     info: dict[str, Any] = {
         "url": "",
         "has_custom_certificate": False,
-        "pending_update_count": len(bot.chat.updates),
+        "pending_update_count": len(bot.updates),
     }
     hook = bot.webhook
     if hook is not None:

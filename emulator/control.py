@@ -171,7 +171,7 @@ async def post_flood(request: web.Request) -> web.Response:
 
 async def get_stats(request: web.Request) -> web.Response:
     bot = _bot(request)
-    stats = {**_state(request).stats.as_dict(), "pending_updates": len(bot.chat.updates)}
+    stats = {**_state(request).stats.as_dict(), "pending_updates": len(bot.updates)}
     return web.json_response(stats)
 
 

@@ -186,7 +186,7 @@ class EmulatorState:
         elif isinstance(update["update_id"], int):
             bot.next_update_id = max(bot.next_update_id, update["update_id"])
         bot.next_update_id += 1
-        bot.chat.updates.append(update)
+        bot.updates.append(update)
         self.stats.updates_injected += 1
         bot.signal.notify()
         return update
@@ -196,15 +196,15 @@ class EmulatorState:
         if offset is None or offset == 0:
             return
         if offset < 0:
-            while len(bot.chat.updates) > -offset:
-                bot.chat.updates.popleft()
+            while len(bot.updates) > -offset:
+                bot.updates.popleft()
             return
-        while bot.chat.updates and _update_id(bot.chat.updates[0]) < offset:
-            bot.chat.updates.popleft()
+        while bot.updates and _update_id(bot.updates[0]) < offset:
+            bot.updates.popleft()
 
     def pending_updates(self, bot: BotState, limit: int) -> list[dict[str, Any]]:
         """The oldest ``limit`` unconfirmed updates, counting first-time hand-outs."""
-        batch = list(bot.chat.updates)[:limit]
+        batch = list(bot.updates)[:limit]
         for update in batch:
             if not update.get("_emulator_delivered"):
                 self.stats.updates_delivered += 1
@@ -213,7 +213,7 @@ class EmulatorState:
         return [_public(update) for update in batch]
 
     def drop_pending(self, bot: BotState) -> None:
-        bot.chat.updates.clear()
+        bot.updates.clear()
 
     # -- webhook ----------------------------------------------------------------------
 
@@ -224,8 +224,8 @@ class EmulatorState:
 
     def webhook_delivered(self, bot: BotState, update_id: int) -> None:
         """Drop the update the webhook receiver acknowledged (it is always the head)."""
-        if bot.chat.updates and _update_id(bot.chat.updates[0]) == update_id:
-            bot.chat.updates.popleft()
+        if bot.updates and _update_id(bot.updates[0]) == update_id:
+            bot.updates.popleft()
         self.stats.updates_delivered += 1
         self.stats.webhook_deliveries += 1
 

@@ -56,7 +56,7 @@ async def deliver_forever(
     """Deliver the queue head whenever a webhook is set; otherwise sleep until woken."""
     failures = 0
     while not closing.is_set():
-        if bot.webhook is None or not bot.chat.updates:
+        if bot.webhook is None or not bot.updates:
             await bot.signal.wait(60)
             continue
         if await _post_head(state, bot, session):
@@ -71,7 +71,7 @@ async def _post_head(state: EmulatorState, bot: BotState, session: aiohttp.Clien
     """POST the oldest pending update; True when the receiver acknowledged it."""
     hook = bot.webhook
     assert hook is not None
-    update = {k: v for k, v in bot.chat.updates[0].items() if not k.startswith("_emulator")}
+    update = {k: v for k, v in bot.updates[0].items() if not k.startswith("_emulator")}
     headers = {"X-Telegram-Bot-Api-Secret-Token": hook.secret_token} if hook.secret_token else {}
     try:
         async with session.post(hook.url, json=update, headers=headers) as response:

@@ -17,7 +17,7 @@ from telegram.ext import (
     filters,
 )
 
-from handlers import buttons, cards, commands, models, runs, schedules, tasks
+from handlers import agents, buttons, chat, interactions, ledger, schedules, tasks
 from handlers.errors import on_error
 from handlers.gate import gate
 from handlers.services import SERVICES_KEY, Services
@@ -59,14 +59,14 @@ def build_application(bot: Bot, services: Services) -> Application:
     # A forwarded "/done 1" is something someone else wrote: captured, never run.
     commands_here = new_messages & filters.COMMAND & ~filters.FORWARDED
     for name, callback in (
-        ("start", commands.start),
-        ("help", commands.help_command),
-        ("ping", commands.ping),
-        ("status", commands.status),
-        ("pair", commands.pair),
-        ("pending", cards.pending),
-        ("audit", cards.audit),
-        ("demo", cards.demo),
+        ("start", chat.start),
+        ("help", chat.help_command),
+        ("ping", chat.ping),
+        ("status", chat.status),
+        ("pair", chat.pair),
+        ("pending", interactions.pending),
+        ("audit", interactions.audit),
+        ("demo", interactions.demo),
         ("next", tasks.show_list),
         ("inbox", tasks.show_list),
         ("waiting", tasks.show_list),
@@ -78,19 +78,19 @@ def build_application(bot: Bot, services: Services) -> Application:
         ("assign", tasks.assign),
         ("task", tasks.show),
         ("note", tasks.note),
-        ("run", runs.run),
-        ("runs", runs.runs),
-        ("cancel", runs.cancel),
-        ("agents", runs.agents),
+        ("run", agents.run),
+        ("runs", agents.runs),
+        ("cancel", agents.cancel),
+        ("agents", agents.agents),
         ("schedules", schedules.show),
-        ("models", models.models),
+        ("models", ledger.models),
     ):
         application.add_handler(
             CommandHandler(name, callback, filters=new_messages & ~filters.FORWARDED)
         )
     application.add_handler(CallbackQueryHandler(buttons.on_button))
-    application.add_handler(MessageHandler(commands_here, commands.unknown_command))
-    application.add_handler(MessageHandler(new_messages & ~commands_here, commands.text_message))
+    application.add_handler(MessageHandler(commands_here, chat.unknown_command))
+    application.add_handler(MessageHandler(new_messages & ~commands_here, chat.text_message))
     application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, tasks.follow_edit))
     application.add_error_handler(on_error)
     return application

@@ -11,8 +11,8 @@ from bot.actions.audit import AuditEvent
 from bot.chat.views import tasks as task_views
 from bot.chat.views.cards import CALLBACK_KIND
 from handlers import schedules
-from handlers.cards import on_card_tap
-from handlers.commands import refresh_markup, status_text
+from handlers.chat import refresh_markup, status_text
+from handlers.interactions import on_card_tap
 from handlers.services import services
 from handlers.tasks import on_page_button, on_task_button
 

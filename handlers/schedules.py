@@ -11,7 +11,7 @@ from bot.chat.callbacks import CallbackData
 from bot.chat.views.schedules import SCHEDULE_KIND, schedules_view
 from bot.timeutil import now, short_time
 from bot.upkeep.schedules import Schedules
-from handlers.cards import pending
+from handlers.interactions import pending
 from handlers.services import Services, reply, services
 
 KINDS = (SCHEDULE_KIND, BRIEFING_KIND)

@@ -15,7 +15,7 @@ ACTOR_MODULES = (
     "jobs.triage",
     "jobs.agent_runs",
     "jobs.delegation",
-    "jobs.scheduled",
+    "jobs.schedules",
     "jobs.briefing",
 )
 

@@ -10,8 +10,8 @@ import logging
 
 import dramatiq
 
+from aegis.botapi.endpoint import owner_chats
 from bot.chat.briefing import briefing_view, gather_briefing
-from handlers.botapi import owner_chats
 from jobs.broker import require_broker
 from jobs.resources import resources
 

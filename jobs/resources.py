@@ -17,13 +17,13 @@ import redis.asyncio
 from telegram import Bot
 from telegram.error import NetworkError
 
+from aegis.botapi.endpoint import make_bot
 from bot.chat.outbox import Outbox
 from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.store.database import Store
 from bot.upkeep.job_runs import Runs
-from handlers.botapi import make_bot
 from jobs.enqueue import make_enqueue
 from jobs.redis_client import loop_client
 

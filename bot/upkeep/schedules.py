@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 FILE = "file"  # rows that aegis.yaml declares
 BUILTIN = "builtin"  # the platform's own; a row from before sources were recorded has None
-FILE_ACTOR = "scheduled_run"  # runs an agent for a file schedule (jobs/scheduled.py)
+FILE_ACTOR = "scheduled_run"  # runs an agent for a file schedule (jobs/schedules.py)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from bot.store.tables import notes, outbox, tasks
 from bot.tasks.capture import Capture, Origin
 from bot.tasks.task import State
-from handlers.commands import HELP
+from handlers.chat import HELP
 from handlers.gate import REFUSAL
 from tests.helpers.stack import OWNER_CHAT, eventually
 from tests.helpers.transport import (

@@ -14,13 +14,13 @@ from typing import Any
 import dramatiq
 from aiohttp import web
 
+from aegis.botapi.endpoint import EMULATOR_PREFIX, emulator_key
 from aegis.web import WEB, create_web_app
 from bot.config.settings import Settings
 from bot.store import migrate
 from bot.store.database import Store
 from emulator import DEFAULT_USER, EmulatorState
 from emulator.client import EmulatorClient
-from handlers.botapi import EMULATOR_PREFIX, emulator_key
 from jobs import load_actors
 
 OWNER_CHAT = DEFAULT_USER["id"]

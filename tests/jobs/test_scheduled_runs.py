@@ -203,7 +203,7 @@ async def test_capability_routing_and_a_capability_nobody_holds(stack, caplog):
     request: read the papers
 """
     stack.settings.config_file.write_text(AGENTS + "schedules:\n" + routed, encoding="utf-8")
-    caplog.set_level(logging.WARNING, logger="jobs.scheduled")
+    caplog.set_level(logging.WARNING, logger="jobs.schedules")
     async with clock(stack):
         [tidy] = await eventually(lambda: runs_of(stack, "tidy", RunState.COMPLETED), timeout=30)
         summaries = await eventually(

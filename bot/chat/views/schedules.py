@@ -3,7 +3,7 @@
 
 A schedule that routes by capability is shown with the agent it resolves to now; when no agent
 holds the capability it is flagged, here and in /status, because the clock still enqueues it
-and ``scheduled_run`` skips it with a warning (jobs/scheduled.py).
+and ``scheduled_run`` skips it with a warning (jobs/schedules.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyotp
 
 from bot.config.secrets import SecretFiles
-from handlers.cards import NO_CARD_OWES_A_CODE
+from handlers.interactions import NO_CARD_OWES_A_CODE
 from tests.helpers.stack import OWNER_CHAT, eventually
 
 

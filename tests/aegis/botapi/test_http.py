@@ -15,7 +15,7 @@ from aiohttp import web
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile
 from telegram.error import NetworkError, TimedOut
 
-from handlers.telegram_http import AiohttpRequest
+from aegis.botapi.http import AiohttpRequest
 from tests.helpers.stack import free_port
 
 TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"

@@ -14,11 +14,11 @@ import logging
 
 import dramatiq
 
+from aegis.botapi.endpoint import owner_chats
 from bot.agents.agent_run import RunOrigin, RunRefused
 from bot.agents.profiles import with_tag
 from bot.errors import ConfigError
 from bot.upkeep.schedules import Schedules
-from handlers.botapi import owner_chats
 from jobs.broker import require_broker
 from jobs.resources import resources
 

@@ -7,10 +7,10 @@ import secrets
 
 from telegram import Bot
 
+from aegis.botapi.http import AiohttpRequest
 from bot.config.secrets import SecretFiles
 from bot.config.settings import Settings
 from emulator import DEFAULT_USER
-from handlers.telegram_http import AiohttpRequest
 
 EMULATOR_PREFIX = "/emulator"
 

@@ -27,7 +27,7 @@ from yarl import URL
 
 class AiohttpRequest(BaseRequest):
     """One aiohttp session, made on first use. A session belongs to the event loop it was made
-    on: each loop builds its own Bot (``handlers.botapi.make_bot``), so each has its own."""
+    on: each loop builds its own Bot (``aegis.botapi.endpoint.make_bot``), so each has its own."""
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from bot.chat.views.status import gather_status
 from bot.errors import BrokerError, PairingError
 from bot.upkeep.schedules import Schedules
 from handlers import tasks
-from handlers.cards import answer_card
+from handlers.interactions import answer_card
 from handlers.services import Services, reply, services
 
 HELP = """aegis is your personal agent platform, driven from this chat.
