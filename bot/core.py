@@ -15,7 +15,7 @@ from bot.actions.actions import Actions
 from bot.actions.audit import Audit
 from bot.actions.grants import Approvals
 from bot.agents import demo
-from bot.agents.agent_run import AgentRun, RunOrigin, RunRefused
+from bot.agents.agent_run import AgentRun, RunOrigin
 from bot.agents.agent_runs import AgentRuns
 from bot.agents.ledger import Ledger
 from bot.agents.profiles import AgentProfile
@@ -24,7 +24,7 @@ from bot.chat.outbox import Outbox
 from bot.chat.views.runs import progress_text
 from bot.config.live import LiveConfig
 from bot.config.settings import Settings
-from bot.errors import BrokerError
+from bot.errors import BrokerError, RunRefused
 from bot.interactions.interactions import Enqueue, Interactions
 from bot.store.database import Store
 from bot.tasks.inbox import Inbox

@@ -1,12 +1,27 @@
-"""Every error aegis raises on purpose. Edges turn them into HTTP statuses or chat replies."""
+"""Every error aegis raises on purpose, under one root and a base per area. Edges turn them into
+HTTP statuses or chat replies; a person reads the message, the log gets the traceback.
+
+- ``ConfigError``: settings and ``aegis.yaml``
+- ``StoreError``, ``BrokerError``: the database and Redis
+- ``ChatError``: talking with the owner (transport, pairing codes, the outbox)
+- ``PolicyError``: the gate itself
+- ``TaskError``, ``InteractionError``, ``ToolError``, ``AgentError``: the concepts of bot/
+- ``MonitorError``, ``FederationError``: the areas still to come
+"""
 
 
 class AegisError(Exception):
     """Base class for every error raised by aegis."""
 
 
+# -- configuration ---------------------------------------------------------------------------
+
+
 class ConfigError(AegisError):
     """Raised when a setting is missing, malformed or contradicts another one."""
+
+
+# -- the store and the broker ------------------------------------------------------------------
 
 
 class StoreError(AegisError):
@@ -17,7 +32,18 @@ class BrokerError(AegisError):
     """Raised when the message broker (Redis) cannot be reached."""
 
 
-class PairingError(AegisError):
+# -- chat ----------------------------------------------------------------------------------
+
+
+class ChatError(AegisError):
+    """Raised when talking with the owner goes wrong: an update, a code, a delivery."""
+
+
+class TransportError(ChatError):
+    """Raised when an update cannot be accepted from Telegram (bad body, wrong secret)."""
+
+
+class PairingError(ChatError):
     """Raised when a pairing or step-up code is refused.
 
     The message is safe to show to the person who sent the code: it never contains a secret.
@@ -28,8 +54,11 @@ class PairingLocked(PairingError):
     """Raised when an account sent too many wrong codes and pairing is locked for a while."""
 
 
-class TransportError(AegisError):
-    """Raised when an update cannot be accepted from Telegram (bad body, wrong secret)."""
+class LeaseLost(ChatError):
+    """Raised when a delivery outlived its lease and another delivery owns the row now."""
+
+
+# -- the gate ------------------------------------------------------------------------------
 
 
 class PolicyError(AegisError):
@@ -43,9 +72,88 @@ class PolicyConfigError(ConfigError, PolicyError):
     """
 
 
+class SchemaRefused(PolicyConfigError):
+    """Raised when a tool's argument schema is not a usable JSON schema."""
+
+    def __init__(self, tool: str, problem: str) -> None:
+        super().__init__(f"tool {tool}: bad argument schema: {problem}")
+
+
+# -- tasks and interactions ----------------------------------------------------------------
+
+
+class TaskError(AegisError):
+    """Raised when a task cannot be captured or changed as asked."""
+
+
+class TaskRefused(TaskError, ValueError):
+    """Raised when a change is one the task cannot take; the message says why in one sentence."""
+
+
 class InteractionError(AegisError):
     """Raised when an interaction cannot be created or resolved as asked."""
 
 
-class ToolRefused(AegisError, ValueError):
-    """A tool call the tool cannot carry out; the message says why, and nothing was changed."""
+class AlreadyAsked(InteractionError):
+    """Raised when a task already has a card asking about it, inside the write that would make
+    a second one, so the new card rolls back with the transaction."""
+
+
+# -- tools ---------------------------------------------------------------------------------
+
+
+class ToolError(AegisError):
+    """Raised when one of the platform's tools cannot be offered or carried out."""
+
+
+class ToolRefused(ToolError, ValueError):
+    """Raised when a tool cannot carry out a call; the message says why, and nothing changed."""
+
+
+class NameClash(ToolError, ValueError):
+    """Raised when two granted tools would be offered under one name."""
+
+
+# -- agents and their runs -----------------------------------------------------------------
+
+
+class AgentError(AegisError):
+    """Raised when an agent's run cannot start, go on or end as asked."""
+
+
+class RunRefused(AgentError, ValueError):
+    """Raised when a run cannot start (unknown agent, budget spent …); the message says why."""
+
+
+class RunLost(AgentError):
+    """Raised when the run was taken over by another holder (or ended) while this one worked."""
+
+
+class Parked(AgentError):
+    """Raised when the run waits for the owner on a card (by ``RunContext.call``)."""
+
+    def __init__(self, interaction_id: int, reason: str) -> None:
+        super().__init__(reason)
+        self.interaction_id = interaction_id
+        self.reason = reason
+
+
+class HarnessFailed(AgentError):
+    """Raised when the harness cannot go on (the CLI exited non-zero, every provider failed …);
+    the message is shown to the owner, so it never holds a secret."""
+
+
+class ProviderFailed(AgentError):
+    """Raised when one provider did not answer a turn; the message is its status, in a few
+    words."""
+
+
+# -- the areas still to come ---------------------------------------------------------------
+
+
+class MonitorError(AegisError):
+    """Raised when a monitor cannot be declared, checked or alerted on as asked."""
+
+
+class FederationError(AegisError):
+    """Raised when a peer's request is refused or a request to a peer cannot be made."""

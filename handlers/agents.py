@@ -6,9 +6,10 @@ from __future__ import annotations
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.agents.agent_run import RunRefused, RunState
+from bot.agents.agent_run import RunState
 from bot.agents.endings import settle_task
 from bot.chat.views.runs import agents_view, runs_view
+from bot.errors import RunRefused
 from handlers.services import reply, services
 
 RUN_USAGE = "Send /run, an agent and what to do: /run demo write me a haiku. /agents lists them."

@@ -13,8 +13,9 @@ from telegram.ext import ContextTypes
 from bot.chat.callbacks import CallbackData
 from bot.chat.views import tasks as task_views
 from bot.chat.views.cards import clip, visible
+from bot.errors import TaskRefused
 from bot.store.search import words
-from bot.tasks.task import Closed, State, TaskRefused, parse_label
+from bot.tasks.task import Closed, State, parse_label
 from handlers.capture import capture_of
 from handlers.services import Services, reply, services
 

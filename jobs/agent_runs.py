@@ -26,13 +26,13 @@ from datetime import timedelta
 
 import dramatiq
 
-from bot.agents.agent_run import AgentRun, Beat, RunLost, RunState, end_key
+from bot.agents.agent_run import AgentRun, Beat, RunState, end_key
 from bot.agents.endings import ended_how, settle_task
 from bot.chat.views.runs import progress_text
-from bot.errors import BrokerError
+from bot.errors import BrokerError, HarnessFailed, Parked, RunLost
 from jobs import running
 from jobs.broker import require_broker
-from jobs.harness import HarnessFailed, Parked, RunContext
+from jobs.harness import RunContext
 from jobs.harnesses import harness_for
 from jobs.resources import resources
 

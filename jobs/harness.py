@@ -23,26 +23,13 @@ from bot.actions.actions import Continuation, Outcome, Status
 from bot.agents.agent_run import AgentRun
 from bot.agents.agent_runs import AgentRuns
 from bot.agents.profiles import AgentProfile
+from bot.errors import Parked
 from bot.interactions.interaction import Interaction
 from bot.interactions.interaction import Outcome as CardOutcome
 from bot.timeutil import now
 from policies.canonical import approval_hash
 
 CONTINUE_ACTOR = "run_agent"
-
-
-class Parked(Exception):
-    """The run waits for the owner on a card; raised by ``RunContext.call``."""
-
-    def __init__(self, interaction_id: int, reason: str) -> None:
-        super().__init__(reason)
-        self.interaction_id = interaction_id
-        self.reason = reason
-
-
-class HarnessFailed(Exception):
-    """The harness cannot go on (the CLI exited non-zero, every provider failed …); the
-    message is shown to the owner, so it never holds a secret."""
 
 
 class Harness(Protocol):

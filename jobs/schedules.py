@@ -15,9 +15,9 @@ import logging
 import dramatiq
 
 from aegis.botapi.endpoint import owner_chats
-from bot.agents.agent_run import RunOrigin, RunRefused
+from bot.agents.agent_run import RunOrigin
 from bot.agents.profiles import with_tag
-from bot.errors import ConfigError
+from bot.errors import ConfigError, RunRefused
 from bot.upkeep.schedules import Schedules
 from jobs.broker import require_broker
 from jobs.resources import resources

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from bot.errors import PolicyConfigError
+from bot.errors import PolicyConfigError, SchemaRefused
 
 
 class Effect(enum.StrEnum):
@@ -55,14 +55,6 @@ class ToolSpec:
             return None
         where = "/".join(str(part) for part in error.absolute_path) or "the arguments"
         return f"{where}: {error.message}"
-
-
-class SchemaRefused(PolicyConfigError):
-    """Raised when a tool's argument schema is not a usable JSON schema."""
-
-    def __init__(self, tool: str, problem: str) -> None:
-        super().__init__(f"tool {tool}: bad argument schema: {problem}")
-        self.problem = problem
 
 
 def _unresolved_reference(schema: Any) -> str | None:

@@ -39,8 +39,9 @@ from bot.actions.audit import AuditEvent
 from bot.actions.held_calls import HeldCalls
 from bot.agents.tokens import AgentTokens, TokenHolder
 from bot.core import Platform
+from bot.errors import NameClash
 from bot.tools.declarations import PROMPT_TOOL
-from bot.tools.offer import NameClash, OfferedTool, offered, tool_text, wire_name
+from bot.tools.offer import OfferedTool, offered, tool_text, wire_name
 
 logger = logging.getLogger(__name__)
 PERMISSION_PROMPT = PROMPT_TOOL

@@ -93,14 +93,6 @@ class Beat(enum.Enum):
     LOST = "lost"  # the run is no longer this holder's
 
 
-class RunLost(Exception):
-    """The run was taken over by another holder (or ended) while this one still worked."""
-
-
-class RunRefused(ValueError):
-    """A run that cannot start (unknown agent, budget spent …); the message says why."""
-
-
 def end_key(run_id: int) -> str:
     """The outbox key of a run's last word (see ``AgentRuns.ended_untold``)."""
     return f"run:{run_id}:end"

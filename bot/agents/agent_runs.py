@@ -18,16 +18,9 @@ from typing import Any
 from sqlalchemy import String, and_, cast, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from bot.agents.agent_run import (
-    ACTIVE,
-    ENDED,
-    AgentRun,
-    Beat,
-    RunLost,
-    RunOrigin,
-    RunState,
-)
+from bot.agents.agent_run import ACTIVE, ENDED, AgentRun, Beat, RunOrigin, RunState
 from bot.chat.outbox import Outbox
+from bot.errors import RunLost
 from bot.interactions.interaction import OPEN
 from bot.store.database import Store
 from bot.store.tables import agent_runs, interactions, outbox

@@ -24,11 +24,12 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, or_, select, union_all
 
-from bot.agents.agent_run import ACTIVE, AgentRun, RunOrigin, RunRefused, RunState
+from bot.agents.agent_run import ACTIVE, AgentRun, RunOrigin, RunState
 from bot.agents.profiles import AgentProfile, HarnessKind, TaskHandler
 from bot.core import Platform
+from bot.errors import RunRefused, TaskRefused
 from bot.store.tables import agent_runs, tasks
-from bot.tasks.task import State, Task, TaskRefused
+from bot.tasks.task import State, Task
 from bot.timeutil import now
 
 HELD = (State.INBOX, State.WAITING, State.REFERENCE)  # a person holds these; never delegated

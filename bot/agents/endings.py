@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 
 from bot.agents.agent_run import AgentRun, RunState
-from bot.tasks.task import Closed, State, TaskRefused
+from bot.errors import TaskRefused
+from bot.tasks.task import Closed, State
 from bot.tasks.tasks import Tasks
 
 logger = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import case, func, insert, select, type_coerce
 
-from bot.agents.agent_run import RunRefused
 from bot.agents.profiles import AgentProfile, Provider
+from bot.errors import RunRefused
 from bot.interactions.interaction import OPEN, Ask, Kind, TimeoutPolicy
 from bot.store.database import Store
 from bot.store.tables import UTCDateTime, interactions, model_calls

@@ -22,6 +22,7 @@ from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.errors import LeaseLost
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import outbox
 from bot.timeutil import now
@@ -35,10 +36,6 @@ OLDEST_IN_CHAT_SQL = (
     " WHERE chat_id = (SELECT chat_id FROM outbox WHERE id = ?)"
     " AND status IN ('pending', 'sending'))"
 )
-
-
-class LeaseLost(Exception):
-    """Raised when a delivery outlived its lease and another delivery owns the row now."""
 
 
 class OutboxStatus(enum.StrEnum):

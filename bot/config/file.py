@@ -34,12 +34,12 @@ import yaml
 from bot.agents import demo
 from bot.agents.profiles import AgentProfile, ScheduleSpec
 from bot.config.sections import AGENT_KEYS, agent_profile, schedule_specs
-from bot.errors import PolicyConfigError
-from bot.tasks.task import TaskRefused, parse_label
+from bot.errors import PolicyConfigError, SchemaRefused, TaskRefused
+from bot.tasks.task import parse_label
 from bot.tasks.triage import OUTCOMES, Conditions, TriageRule
 from bot.tools import declarations
 from bot.tools.declarations import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, DeployRecipe
-from policies.tools import AgentSpec, Catalog, Effect, SchemaRefused, ToolSpec
+from policies.tools import AgentSpec, Catalog, Effect, ToolSpec
 
 ANY_OBJECT = {"type": "object"}
 

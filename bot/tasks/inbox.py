@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.chat.views.cards import clip, visible
+from bot.errors import AlreadyAsked, TaskRefused
 from bot.interactions.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
 from bot.interactions.interactions import Interactions
 from bot.store.database import Store
-from bot.tasks.task import Closed, State, Task, TaskRefused
+from bot.tasks.task import Closed, State, Task
 from bot.tasks.tasks import Tasks
 from bot.tasks.triage import OUTCOMES, Triage, Triager, suggest
 
@@ -41,10 +42,6 @@ class Result:
     step: Step
     task: Task | None = None
     verdict: Triage | None = None
-
-
-class _AskedBefore(Exception):
-    pass
 
 
 class Inbox:
@@ -91,8 +88,8 @@ class Inbox:
             async with self.store.write() as conn:
                 interaction = await self.interactions.create_in(conn, ask, effects)
                 if not await self.tasks.ask_about(conn, task.id, interaction.id):
-                    raise _AskedBefore  # rolls the card back with the transaction
-        except _AskedBefore:
+                    raise AlreadyAsked  # rolls the card back with the transaction
+        except AlreadyAsked:
             return False
         await self.interactions.announce(effects)
         return True

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.chat.views.cards import clip
+from bot.errors import TaskRefused
 from bot.tasks.capture import Capture
 
 
@@ -32,10 +33,6 @@ class Closed(enum.StrEnum):
 LABEL = re.compile(r"^[^\W_][\w-]{0,31}$")
 MAX_LABELS = 10
 NO_LABEL = "other"
-
-
-class TaskRefused(ValueError):
-    """A change the task cannot take; the message says why in one sentence."""
 
 
 @dataclass(frozen=True)

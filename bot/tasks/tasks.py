@@ -17,12 +17,13 @@ from sqlalchemy import String, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.errors import TaskRefused
 from bot.store import search
 from bot.store.database import Store
 from bot.store.tables import notes, tasks
 from bot.tasks.capture import Capture
 from bot.tasks.notes import NoteKind, add_note
-from bot.tasks.task import MAX_LABELS, Captured, Closed, Edit, Page, State, Task, TaskRefused
+from bot.tasks.task import MAX_LABELS, Captured, Closed, Edit, Page, State, Task
 from bot.timeutil import now
 
 if TYPE_CHECKING:

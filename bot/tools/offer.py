@@ -16,16 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.actions.actions import Outcome, Status
+from bot.errors import NameClash
 from policies.tools import Catalog, Effect
 
 WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # what every client accepts as a name
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\Z")
 ANY_OBJECT = {"type": "object"}
 RESULT_CAP = 16_000  # characters of one tool result the model reads
-
-
-class NameClash(ValueError):
-    """Two granted tools would be offered under one name."""
 
 
 def wire_name(tool: str) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import ToolRefused
+from bot.errors import TaskRefused, ToolRefused
 from bot.tasks.notes import NoteKind, add_note
-from bot.tasks.task import Closed, State, Task, TaskRefused, parse_label
+from bot.tasks.task import Closed, State, Task, parse_label
 
 if TYPE_CHECKING:
     from bot.actions.actions import Caller, ToolFunction

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from bot.agents.profiles import AgentProfile, HarnessKind
-from jobs.harness import Harness, HarnessFailed
+from bot.errors import HarnessFailed
+from jobs.harness import Harness
 from jobs.harnesses.cli import CLIS, CliHarness
 from jobs.harnesses.http import InWorker
 from jobs.harnesses.script import ScriptHarness

@@ -43,8 +43,9 @@ from typing import Any
 from bot.agents.ledger import Ledger
 from bot.agents.profiles import CLI_COMMANDS, AgentProfile, HarnessKind
 from bot.agents.tokens import AgentTokens
+from bot.errors import HarnessFailed
 from bot.tools.declarations import PROMPT_TOOL
-from jobs.harness import HarnessFailed, RunContext
+from jobs.harness import RunContext
 from jobs.harnesses.cli_process import CliProcess
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream, StreamReader
 from jobs.harnesses.opencode_project import refuse_widening_config

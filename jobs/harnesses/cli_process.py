@@ -33,8 +33,9 @@ import sys
 from pathlib import Path
 
 from bot.agents.ledger import OK
+from bot.errors import HarnessFailed
 from bot.tools.processes import kill_group
-from jobs.harness import HarnessFailed, RunContext
+from jobs.harness import RunContext
 from jobs.harnesses.cli_streams import StreamReader
 
 logger = logging.getLogger(__name__)

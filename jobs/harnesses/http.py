@@ -25,8 +25,9 @@ import aiohttp
 
 from bot.agents.ledger import OK, Ledger, provider_label
 from bot.agents.profiles import AgentProfile, Provider
-from bot.tools.offer import NameClash, offered, tool_text
-from jobs.harness import HarnessFailed, RunContext
+from bot.errors import HarnessFailed, NameClash, ProviderFailed
+from bot.tools.offer import offered, tool_text
+from jobs.harness import RunContext
 from jobs.resources import resources
 from policies.tools import AgentSpec, Catalog
 
@@ -65,10 +66,6 @@ class Turn:
     message: dict[str, Any]
     prompt_tokens: int = 0
     completion_tokens: int = 0
-
-
-class ProviderFailed(Exception):
-    """One provider did not answer this turn; the message is its status, in a few words."""
 
 
 @dataclass

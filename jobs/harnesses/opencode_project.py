@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from jobs.harness import HarnessFailed
+from bot.errors import HarnessFailed
 
 # What a project config may not set (they could widen the rules above), and where OpenCode looks
 # for one: opencode.json(c) in the working directory and each directory up to the nearest git

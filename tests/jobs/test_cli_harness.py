@@ -31,8 +31,8 @@ from sqlalchemy import select
 from bot.agents.agent_run import RunState
 from bot.agents.profiles import AgentProfile, HarnessKind
 from bot.agents.tokens import AgentTokens
+from bot.errors import HarnessFailed
 from bot.store.tables import agent_runs, agent_tokens, audit_events, model_calls
-from jobs.harness import HarnessFailed
 from jobs.harnesses import cli_process
 from jobs.harnesses.cli import (
     CLAUDE_DENIED_TOOLS,

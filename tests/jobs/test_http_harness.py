@@ -20,16 +20,11 @@ from bot.actions.actions import Outcome, Status
 from bot.agents.agent_run import RunState
 from bot.agents.ledger import Ledger
 from bot.agents.profiles import AgentProfile, HarnessKind
+from bot.errors import HarnessFailed, ProviderFailed
 from bot.store.tables import agent_runs, audit_events, interactions, model_calls
 from bot.tools.offer import WIRE_NAME, capped, tool_text, wire_name
-from jobs.harness import HarnessFailed
 from jobs.harnesses import http as http_harness
-from jobs.harnesses.http import (
-    MAX_TURNS,
-    Offer,
-    ProviderFailed,
-    parse_completion,
-)
+from jobs.harnesses.http import MAX_TURNS, Offer, parse_completion
 from policies.tools import Catalog, Effect, ToolSpec, object_schema
 from tests.helpers.fake_model import running_fake_model
 from tests.helpers.runs import buttons, run_in, tap, tool_runs

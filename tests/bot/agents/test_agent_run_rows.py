@@ -7,10 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from bot.agents.agent_run import Beat, RunLost, RunOrigin, RunState
+from bot.agents.agent_run import Beat, RunOrigin, RunState
 from bot.agents.agent_runs import AgentRuns
 from bot.chat.outbox import Outbox
 from bot.chat.views.runs import progress_text
+from bot.errors import RunLost
 
 TAKEN_OVER_AT_ONCE = timedelta(seconds=-1)  # any heartbeat counts as stale
 

@@ -10,15 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import update
 
-from bot.chat.outbox import (
-    LEASE,
-    TELEGRAM_TEXT_LIMIT,
-    LeaseLost,
-    Outbox,
-    OutboxKind,
-    OutboxStatus,
-    split_text,
-)
+from bot.chat.outbox import LEASE, TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind, OutboxStatus, split_text
+from bot.errors import LeaseLost
 from bot.store.database import Store
 from bot.store.tables import outbox as outbox_table
 from bot.timeutil import now

@@ -10,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select, update
 
+from bot.errors import TaskRefused
 from bot.store.tables import notes, tasks
 from bot.tasks.capture import Capture, Origin
 from bot.tasks.notes import NoteKind, Notes
-from bot.tasks.task import MAX_LABELS, Closed, State, TaskRefused, parse_label
+from bot.tasks.task import MAX_LABELS, Closed, State, parse_label
 from bot.tasks.tasks import COUNT_AT_MOST, Tasks
 from bot.tasks.triage import Triage
 from tests.helpers.interactions import ALICE, CHAT
