@@ -1,57 +1,84 @@
-"""Taps on inline buttons. Callback data is signed (bot/chat/callbacks.py); others are refused."""
+"""Taps on inline buttons, routed by kind; data not signed by us (bot/chat/callbacks.py) is refused.
+
+Callback data is ``<kind>:<id>:<choice>:<mac>``. Each feature gets a ``CallbackQueryHandler``
+whose pattern matches its kinds; the last one takes whatever is left. Every callback is wrapped
+in ``signed``, so a forged tap is refused and audited whatever kind it claims.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
+from collections.abc import Awaitable, Callable
 
 from telegram import Update
-from telegram.ext import ContextTypes
+from telegram.ext import CallbackQueryHandler, ContextTypes
 
 from bot.actions.audit import AuditEvent
+from bot.chat.callbacks import CallbackData
 from bot.chat.views import tasks as task_views
 from bot.chat.views.cards import CALLBACK_KIND
 from handlers import schedules
-from handlers.chat import refresh_markup, status_text
+from handlers.chat import REFRESH_KIND, refresh_status
 from handlers.interactions import on_card_tap
 from handlers.services import services
 from handlers.tasks import on_page_button, on_task_button
 
 logger = logging.getLogger(__name__)
+NOT_MINE = "This button is not one of mine; nothing was done."
+NO_LONGER = "That button no longer does anything; nothing was done."
+
+Context = ContextTypes.DEFAULT_TYPE
+TapCallback = Callable[[Update, Context, CallbackData], Awaitable[None]]
+HandlerCallback = Callable[[Update, Context], Awaitable[None]]
 
 
-async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    query = update.callback_query
-    svc = services(context)
-    data = svc.signer.verify(query.data or "")
-    if data is None:
-        logger.warning("refused a tap with unsigned callback data from %s", query.from_user.id)
-        await svc.platform.audit.record(
-            AuditEvent.TAP_REFUSED,
-            "callback data that is not signed by us",
-            user_id=query.from_user.id,
-        )
-        await query.answer("This button is not one of mine; nothing was done.", show_alert=True)
-        return
-    if data.kind == CALLBACK_KIND:
-        await on_card_tap(update, context, data)
-        return
-    if data.kind in (task_views.TASK_KIND, task_views.ASSIGN_KIND):
-        await on_task_button(update, context, data)
-        return
-    if data.kind in (task_views.PAGE_KIND, task_views.FIND_KIND):
-        await on_page_button(update, context, data)
-        return
-    if data.kind in schedules.KINDS:
-        await schedules.on_button(update, context, data)
-        return
-    if data.kind == "refresh" and data.id == "status":
-        await query.answer("Refreshed")
-        await svc.say(
-            query.message.chat.id,
-            await status_text(svc),
-            key=f"reply:{update.update_id}",
-            reply_markup=refresh_markup(svc, "status"),
-        )
-        return
+def tap_handlers() -> list[CallbackQueryHandler]:
+    """One handler per feature, then the catch-all; PTB runs the first that matches."""
+    routes = [
+        (on_card_tap, kinds(CALLBACK_KIND)),
+        (on_task_button, kinds(task_views.TASK_KIND, task_views.ASSIGN_KIND)),
+        (on_page_button, kinds(task_views.PAGE_KIND, task_views.FIND_KIND)),
+        (schedules.on_button, kinds(*schedules.KINDS)),
+        (refresh_status, re.compile(rf"^{re.escape(REFRESH_KIND)}:status:")),
+        (on_unknown_kind, None),
+    ]
+    return [CallbackQueryHandler(signed(callback), pattern=pattern) for callback, pattern in routes]
+
+
+def kinds(*names: str) -> re.Pattern[str]:
+    """Matches callback data of any of these kinds: the text before its first colon."""
+    return re.compile(f"^(?:{'|'.join(re.escape(name) for name in names)}):")
+
+
+def signed(callback: TapCallback) -> HandlerCallback:
+    """Verifies the tap's data once; refuses the tap if it is not ours, else passes the data on."""
+
+    # On every route, not only the catch-all: a pattern routes, it proves nothing (and PTB lets a
+    # query with no data through any pattern, telegram/ext/_handlers/callbackqueryhandler.py).
+    @functools.wraps(callback)
+    async def verified(update: Update, context: Context) -> None:
+        data = services(context).signer.verify(update.callback_query.data or "")
+        if data is None:
+            await _refuse(update, context)
+            return
+        await callback(update, context, data)
+
+    return verified
+
+
+async def on_unknown_kind(update: Update, context: Context, data: CallbackData) -> None:
     logger.warning("signed callback of unknown kind %r", data.kind)
-    await query.answer("That button no longer does anything; nothing was done.")
+    await update.callback_query.answer(NO_LONGER)
+
+
+async def _refuse(update: Update, context: Context) -> None:
+    query = update.callback_query
+    logger.warning("refused a tap with unsigned callback data from %s", query.from_user.id)
+    await services(context).platform.audit.record(
+        AuditEvent.TAP_REFUSED,
+        "callback data that is not signed by us",
+        user_id=query.from_user.id,
+    )
+    await query.answer(NOT_MINE, show_alert=True)

@@ -8,6 +8,8 @@ import time
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from bot.chat.callbacks import CallbackData
+from bot.chat.views.commands import help_text
 from bot.chat.views.status import gather_status
 from bot.errors import BrokerError, PairingError
 from bot.upkeep.schedules import Schedules
@@ -15,43 +17,9 @@ from handlers import tasks
 from handlers.interactions import answer_card
 from handlers.services import Services, reply, services
 
-HELP = """aegis is your personal agent platform, driven from this chat.
-
-Capture: forward me anything (or just write it) and it becomes a task in your inbox, with
-buttons to triage it at once: @next, @someday, @waiting, @reference or drop. What you leave in
-the inbox is triaged every 15 minutes, by your rules in aegis.yaml or by a card that asks you.
-/next: what you can do now, grouped by context label
-/inbox, /waiting, /someday: the other lists
-/find words: search every task; /recall words: search your notes and @reference items
-/task 12: one task in full; /done 12: close it
-/label 12 +quick -errand: context labels; /assign 12 agent: give it to an agent
-/note text: say something without capturing it
-
-Agents:
-/run agent what to do: start a run; its message shows how it goes, the result comes as a reply
-/runs: the latest runs and what each changed; /cancel 12: stop one
-/agents: every agent, what it is doing, its last run
-/models: when each model last answered
-
-The gate:
-/demo: watch a demo agent ask before it writes, and ask for a code before it deletes
-/pending: every card still waiting for you, sent again with live buttons
-/audit: the latest decisions of the gate, grants, uses and refusals
-
-Every action an agent wants to take passes a gate: reads run, anything else waits for your tap
-on a card, and what cannot be undone also needs a code from your authenticator. Reply to a card
-with text to leave a note for the agent that asked.
-
-The machine:
-/ping: a round trip through a background worker, with its time
-/status: live processes, queues, database, broker and the latest jobs
-/schedules: what runs on its own and when, with buttons to turn each on or off
-/pair CODE: make another Telegram account an owner with a code from your authenticator
-/help: this message
-
-Every message I send goes through a durable outbox, so an outage delays a reply, never loses it."""
-
+HELP = help_text()
 START = "Hello! I am aegis.\n\n" + HELP
+REFRESH_KIND = "refresh"  # refresh:status:go, the button under /status
 
 
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -92,8 +60,23 @@ async def status_text(svc: Services) -> str:
 
 
 def refresh_markup(svc: Services, what: str) -> dict:
-    data = svc.signer.sign("refresh", what, "go")
+    data = svc.signer.sign(REFRESH_KIND, what, "go")
     return {"inline_keyboard": [[{"text": "Refresh", "callback_data": data}]]}
+
+
+async def refresh_status(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, data: CallbackData
+) -> None:
+    """The Refresh button under /status: a fresh status, as a new message."""
+    query = update.callback_query
+    svc = services(context)
+    await query.answer("Refreshed")
+    await svc.say(
+        query.message.chat.id,
+        await status_text(svc),
+        key=f"reply:{update.update_id}",
+        reply_markup=refresh_markup(svc, data.id),
+    )
 
 
 async def pair(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

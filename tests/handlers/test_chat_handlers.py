@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.chat.views.commands import COMMANDS
 from tests.helpers.stack import eventually
 
 
@@ -10,6 +11,15 @@ async def test_start_and_help_explain_the_bot(stack):
     assert "aegis" in start["text"] and "/ping" in start["text"]
     [help_] = await stack.ask("/help")
     assert "/status" in help_["text"] and "/pair" in help_["text"]
+
+
+async def test_help_lists_every_command_in_the_table_each_on_its_own_line(stack):
+    [help_] = await stack.ask("/help")
+    lines = help_["text"].splitlines()
+    unlisted = [
+        c.name for c in COMMANDS if not any(line.startswith(f"{c.usage}: ") for line in lines)
+    ]
+    assert unlisted == []
 
 
 async def test_ping_is_answered_by_the_worker_with_the_round_trip(stack):

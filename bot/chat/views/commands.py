@@ -1,0 +1,167 @@
+"""The one command table: each command's name, its entry in Telegram's menu and its line in /help.
+
+The Telegram adapter registers a handler for every name here and sends the menu from it
+(handlers/application.py); /help is rendered from it, so the three cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Section:
+    """A group of commands in /help, under its title."""
+
+    title: str
+    lead: str = ""  # follows the title on its first line
+    after: str = ""  # a paragraph after the section's commands
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # without the slash
+    description: str  # Telegram's menu (set_my_commands) shows this
+    section: Section
+    help: str  # what /help says it does
+    args: str = ""  # what follows the command, as /help shows it: "12", "words"
+
+    @property
+    def usage(self) -> str:
+        return f"/{self.name} {self.args}" if self.args else f"/{self.name}"
+
+    def help_line(self) -> str:
+        return f"{self.usage}: {self.help}"
+
+
+INTRO = "aegis is your personal agent platform, driven from this chat."
+OUTRO = (
+    "Every message I send goes through a durable outbox, so an outage delays a reply, "
+    "never loses it."
+)
+
+CAPTURE = Section(
+    "Capture",
+    lead=(
+        "forward me anything (or just write it) and it becomes a task in your inbox, with\n"
+        "buttons to triage it at once: @next, @someday, @waiting, @reference or drop. What you "
+        "leave in\nthe inbox is triaged every 15 minutes, by your rules in aegis.yaml or by a "
+        "card that asks you."
+    ),
+)
+AGENTS = Section("Agents")
+GATE = Section(
+    "The gate",
+    after=(
+        "Every action an agent wants to take passes a gate: reads run, anything else waits for "
+        "your tap\non a card, and what cannot be undone also needs a code from your "
+        "authenticator. Reply to a card\nwith text to leave a note for the agent that asked."
+    ),
+)
+MACHINE = Section("The machine")
+SECTIONS = (CAPTURE, AGENTS, GATE, MACHINE)
+
+# In the order of Telegram's menu; /help keeps this order within each section.
+COMMANDS = (
+    Command(
+        "next", "What you can do now", CAPTURE, "what you can do now, grouped by context label"
+    ),
+    Command("inbox", "Captured, not triaged yet", CAPTURE, "captured, not triaged yet"),
+    Command("waiting", "Waiting on someone", CAPTURE, "waiting on someone"),
+    Command("someday", "Someday, maybe", CAPTURE, "someday, maybe"),
+    Command("find", "Search every task", CAPTURE, "search every task", "words"),
+    Command(
+        "recall", "Search your notes", CAPTURE, "search your notes and @reference items", "words"
+    ),
+    Command("done", "Close a task as done", CAPTURE, "close task 12 as done", "12"),
+    Command(
+        "label",
+        "Add or remove context labels",
+        CAPTURE,
+        "add or remove context labels",
+        "12 +quick -errand",
+    ),
+    Command("assign", "Give a task to an agent", CAPTURE, "give task 12 to an agent", "12 agent"),
+    Command("task", "Show one task", CAPTURE, "one task in full", "12"),
+    Command(
+        "note",
+        "Say something without capturing it",
+        CAPTURE,
+        "say something without capturing it",
+        "text",
+    ),
+    Command(
+        "run",
+        "Run an agent: /run agent what to do",
+        AGENTS,
+        "start a run; its message shows how it goes, the result comes as a reply",
+        "agent what to do",
+    ),
+    Command(
+        "runs", "Latest runs and what they changed", AGENTS, "the latest runs and what each changed"
+    ),
+    Command("cancel", "Stop a run", AGENTS, "stop run 12", "12"),
+    Command(
+        "agents",
+        "Agents, what they are doing, their last run",
+        AGENTS,
+        "every agent, what it is doing, its last run",
+    ),
+    Command(
+        "schedules",
+        "Schedules: when each runs, on or off",
+        MACHINE,
+        "what runs on its own and when, with buttons to turn each on or off",
+    ),
+    Command("models", "When each model last succeeded", AGENTS, "when each model last answered"),
+    Command("start", "What aegis is", MACHINE, "a hello, then this message"),
+    Command("help", "What I can do", MACHINE, "this message"),
+    Command(
+        "pending",
+        "Cards waiting for you",
+        GATE,
+        "every card still waiting for you, sent again with live buttons",
+    ),
+    Command(
+        "audit",
+        "Latest decisions of the gate",
+        GATE,
+        "the latest decisions of the gate, grants, uses and refusals",
+    ),
+    Command(
+        "demo",
+        "See the gate at work",
+        GATE,
+        "watch a demo agent ask before it writes, and ask for a code before it deletes",
+    ),
+    Command(
+        "ping",
+        "Round trip through a worker",
+        MACHINE,
+        "a round trip through a background worker, with its time",
+    ),
+    Command(
+        "status",
+        "Processes, queues, database, latest jobs",
+        MACHINE,
+        "live processes, queues, database, broker and the latest jobs",
+    ),
+    Command(
+        "pair",
+        "Pair this account with a TOTP code",
+        MACHINE,
+        "make another Telegram account an owner with a code from your authenticator",
+        "CODE",
+    ),
+)
+
+
+def help_text() -> str:
+    """What /help says: the intro, each section with its commands, the outro."""
+    return "\n\n".join([INTRO, *(_section_text(section) for section in SECTIONS), OUTRO])
+
+
+def _section_text(section: Section) -> str:
+    title = f"{section.title}: {section.lead}" if section.lead else f"{section.title}:"
+    text = "\n".join([title, *(c.help_line() for c in COMMANDS if c.section == section)])
+    return f"{text}\n\n{section.after}" if section.after else text
