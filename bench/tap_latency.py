@@ -24,7 +24,7 @@ import aiosqlite.core
 import dramatiq
 import redis
 
-from bot.actions.actions import Continuation, Status
+from bot.actions.actions import CallStatus, Continuation
 from bot.agents import demo
 from bot.chat.views.cards import CALLBACK_KIND, SETTLED
 from emulator import DEFAULT_USER
@@ -217,7 +217,7 @@ class TapBench:
             chat_id=OWNER_CHAT,
             continuation=Continuation(CONTINUATION_ACTOR, {"token": token}),
         )
-        if outcome.status is not Status.GATED:
+        if outcome.status is not CallStatus.GATED:
             raise RuntimeError(f"expected a gated call, got {outcome}")
         approve = self.signer.sign(CALLBACK_KIND, str(outcome.interaction_id), "approve")
         card = await self._card_with(approve)

@@ -77,6 +77,7 @@ class SchemaRefused(PolicyConfigError):
 
     def __init__(self, tool: str, problem: str) -> None:
         super().__init__(f"tool {tool}: bad argument schema: {problem}")
+        self.problem = problem
 
 
 # -- tasks and interactions ----------------------------------------------------------------

@@ -12,9 +12,9 @@ import asyncio
 
 import dramatiq
 
-from bot.actions.actions import Continuation, Status
+from bot.actions.actions import CallStatus, Continuation
 from bot.agents import demo
-from bot.interactions.interactions import Outcome
+from bot.interactions.interactions import InteractionOutcome
 from jobs.broker import require_broker
 from jobs.resources import resources
 
@@ -34,7 +34,7 @@ async def demo_step(
         settled = await platform.interactions.claim_continuation(interaction_id)
         if settled is None:
             return {"duplicate_continuations": 1}
-        if settled.outcome != Outcome.APPROVED:
+        if settled.outcome != InteractionOutcome.APPROVED:
             text = (
                 f"Step {step + 1}/{total}: card #{settled.id} was {settled.outcome}, "
                 "so nothing was done."
@@ -51,7 +51,7 @@ async def demo_step(
         demo.AGENT, current.tool, current.args, chat_id=chat_id, continuation=continuation
     )
     label = f"Step {step + 1}/{total}, {current.what}"
-    if outcome.status is Status.GATED:
+    if outcome.status is CallStatus.GATED:
         await res.say(
             chat_id,
             f"{label}:\nwaiting on card #{outcome.interaction_id}.",

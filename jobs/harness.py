@@ -19,13 +19,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.actions.actions import Continuation, Outcome, Status
+from bot.actions.actions import CallOutcome, CallStatus, Continuation
 from bot.agents.agent_run import AgentRun
 from bot.agents.agent_runs import AgentRuns
 from bot.agents.profiles import AgentProfile
 from bot.errors import Parked
-from bot.interactions.interaction import Interaction
-from bot.interactions.interaction import Outcome as CardOutcome
+from bot.interactions.interaction import Interaction, InteractionOutcome
 from bot.timeutil import now
 from policies.canonical import approval_hash
 
@@ -36,7 +35,7 @@ class Harness(Protocol):
     async def run(self, ctx: RunContext) -> str: ...
 
 
-Perform = Callable[..., Awaitable[Outcome]]
+Perform = Callable[..., Awaitable[CallOutcome]]
 Say = Callable[[str, str], Awaitable[None]]
 
 
@@ -66,19 +65,19 @@ class RunContext:
             return float(self.run.deadline_seconds)
         return (self.run.deadline_at - now()).total_seconds()
 
-    async def call(self, tool: str, args: Any) -> Outcome:
+    async def call(self, tool: str, args: Any) -> CallOutcome:
         """Ask for a tool call through the gate; raises Parked when it waits for a card."""
         settled, self.settled = self.settled, None
         self.state.pop("continued_from", None)  # the card answers this one call, no other
-        if settled is not None and settled.outcome != CardOutcome.APPROVED:
+        if settled is not None and settled.outcome != InteractionOutcome.APPROVED:
             try:
                 same_call = settled.args_hash == approval_hash(self.agent.slug, tool, args)
             except (TypeError, ValueError):
                 same_call = False
             if same_call:
                 self.effects["calls_refused"] += 1
-                return Outcome(
-                    Status.DENIED,
+                return CallOutcome(
+                    CallStatus.DENIED,
                     f"the owner was asked on card #{settled.id} and it was {settled.outcome}; "
                     "nothing was done",
                     interaction_id=settled.id,
@@ -91,7 +90,7 @@ class RunContext:
             run_id=self.run.id,
             continuation=Continuation(CONTINUE_ACTOR, {"run_id": self.run.id}),
         )
-        if outcome.status is Status.GATED:
+        if outcome.status is CallStatus.GATED:
             self.effects["cards_asked"] += 1
             raise Parked(outcome.interaction_id, outcome.reason)
         self.effects["tool_calls" if outcome.ran else f"calls_{outcome.status.value}"] += 1

@@ -15,7 +15,7 @@ import dramatiq
 
 from bot.chat.views.cards import visible
 from bot.chat.views.tasks import review_view
-from bot.tasks.inbox import Step
+from bot.tasks.inbox import TriageStep
 from bot.timeutil import now
 from jobs.broker import require_broker
 from jobs.resources import resources
@@ -35,7 +35,7 @@ async def sweep_triage(schedule: str = "") -> dict:
 async def triage_task(task_id: int) -> dict:
     res = await resources()
     result = await res.platform.inbox.triage(task_id)
-    if result.step is Step.TRIAGED:
+    if result.step is TriageStep.TRIAGED:
         task, verdict = result.task, result.verdict
         text = f"Task {task.id} → {task.state} ({verdict.by}): {visible(task.title)}"
         await res.say(task.chat_id, text, key=f"triaged:{task.id}")

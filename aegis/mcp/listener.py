@@ -50,7 +50,7 @@ class Listener:
 
 @contextlib.asynccontextmanager
 async def listening(port: int, tools: Any) -> AsyncIterator[Listener]:
-    """Hold the port while the block runs; serve ``tools`` (aegis.mcp.server.Tools' parts)
+    """Hold the port while the block runs; serve ``tools`` (aegis.mcp.server.ServedTools' parts)
     from the first connection on."""
     sock = bind_loopback(port)
     listener = Listener()
@@ -74,7 +74,7 @@ async def _serve_when_called(sock: socket.socket, parts: Any, listener: Listener
         loop.remove_reader(sock.fileno())
     try:
         server = await asyncio.to_thread(importlib.import_module, "aegis.mcp.server")
-        async with server.serving(server.Tools(**parts), sock):
+        async with server.serving(server.ServedTools(**parts), sock):
             logger.info("an MCP client connected: the MCP server is loaded and serving")
             await asyncio.Event().wait()  # until cancelled
     except Exception:

@@ -34,7 +34,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aegis.mcp.listener import MCP_PATH
-from bot.actions.actions import Outcome, Status
+from bot.actions.actions import CallOutcome, CallStatus
 from bot.actions.audit import AuditEvent
 from bot.actions.held_calls import HeldCalls
 from bot.agents.tokens import AgentTokens, TokenHolder
@@ -65,7 +65,7 @@ PERMISSION_SCHEMA = {
 
 
 @dataclass
-class Tools:
+class ServedTools:
     """What the MCP server serves, for one platform."""
 
     platform: Platform
@@ -132,7 +132,7 @@ class Tools:
             is_error=not outcome.ran,
         )
 
-    async def _not_offered(self, holder: TokenHolder, name: str) -> Outcome:
+    async def _not_offered(self, holder: TokenHolder, name: str) -> CallOutcome:
         """A name this agent was not offered is refused, never run, and the refusal audited
         (under the declared tool's name when the wire name is one)."""
         declared = {wire_name(tool): tool for tool in self.platform.catalog.tools}
@@ -140,7 +140,7 @@ class Tools:
         await self.platform.audit.record(
             AuditEvent.DENIED, reason, agent=holder.agent, tool=declared.get(name, name[:200])
         )
-        return Outcome(Status.DENIED, reason)
+        return CallOutcome(CallStatus.DENIED, reason)
 
     async def _permission(self, holder: TokenHolder, args: Any, progress):
         if not isinstance(args, dict) or not isinstance(args.get("tool_name"), str):
@@ -156,7 +156,7 @@ class Tools:
             verdict = {"behavior": "deny", "message": tool_text(outcome)}
         return _text(json.dumps(verdict))
 
-    async def _held(self, holder: TokenHolder, tool: str, args: Any, progress) -> Outcome:
+    async def _held(self, holder: TokenHolder, tool: str, args: Any, progress) -> CallOutcome:
         chat_id = await self._chat_for(holder)
         return await self.held.call(
             holder.agent, tool, args, chat_id=chat_id, run_id=holder.run_id, progress=progress
@@ -174,7 +174,7 @@ def _text(text: str, *, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
-def build_server(tools: Tools) -> Server:
+def build_server(tools: ServedTools) -> Server:
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=await tools.list_tools(_holder(ctx)))
 
@@ -245,7 +245,7 @@ async def _unauthorized(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def create_mcp_app(tools: Tools) -> Starlette:
+def create_mcp_app(tools: ServedTools) -> Starlette:
     server = build_server(tools)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -272,7 +272,7 @@ class _QuietServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serving(tools: Tools, sock: socket.socket) -> AsyncIterator[uvicorn.Server]:
+async def serving(tools: ServedTools, sock: socket.socket) -> AsyncIterator[uvicorn.Server]:
     """Serve the MCP app on ``sock`` (bound to the loopback port) until the block ends."""
     config = uvicorn.Config(
         create_mcp_app(tools), log_level="warning", access_log=False, lifespan="on"

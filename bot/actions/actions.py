@@ -44,7 +44,7 @@ ToolFunction = Callable[[Any, Caller], Awaitable[Any]]
 Explainer = Callable[[Any], str | None]
 
 
-class Status(enum.StrEnum):
+class CallStatus(enum.StrEnum):
     RAN = "ran"  # the tool ran; ``result`` holds what it returned
     GATED = "gated"  # waiting for the owner: retry the identical call once approved
     DENIED = "denied"  # refused by policy; retrying will not help
@@ -52,15 +52,15 @@ class Status(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Outcome:
-    status: Status
+class CallOutcome:
+    status: CallStatus
     reason: str
     result: Any = None
     interaction_id: int | None = None
 
     @property
     def ran(self) -> bool:
-        return self.status is Status.RAN
+        return self.status is CallStatus.RAN
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class Actions:
         chat_id: int,
         run_id: int | None = None,
         continuation: Continuation | None = None,
-    ) -> Outcome:
+    ) -> CallOutcome:
         caller = Caller(agent, chat_id, run_id)
         try:
             args_hash = approval_hash(agent, tool, args)
@@ -117,7 +117,9 @@ class Actions:
             return await self._run(caller, tool, args, args_hash, None)
         return await self._gated(caller, tool, args, args_hash, decision, continuation)
 
-    async def _gated(self, caller, tool, args, args_hash, decision: Gate, continuation) -> Outcome:
+    async def _gated(
+        self, caller, tool, args, args_hash, decision: Gate, continuation
+    ) -> CallOutcome:
         agent = caller.agent
         effects = Effects()
         # The lookup is a read; only a call that finds a grant pays for the write that uses it.
@@ -157,7 +159,9 @@ class Actions:
         await self.interactions.announce(effects)
         if granted_by_card is not None:
             return await self._run(caller, tool, args, args_hash, granted_by_card)
-        return Outcome(Status.GATED, _retry_advice(waiting, decision), interaction_id=waiting.id)
+        return CallOutcome(
+            CallStatus.GATED, _retry_advice(waiting, decision), interaction_id=waiting.id
+        )
 
     async def _waiting_card(
         self, conn, waiting, caller, tool, args, args_hash, decision, continuation, effects
@@ -192,7 +196,7 @@ class Actions:
         )
         return waiting
 
-    async def _run(self, caller: Caller, tool, args, args_hash, interaction_id) -> Outcome:
+    async def _run(self, caller: Caller, tool, args, args_hash, interaction_id) -> CallOutcome:
         agent = caller.agent
         caller = dataclasses.replace(caller, card=interaction_id)
         # A family's one function ("cli.*") stands for every tool of it that has none of its own.
@@ -201,16 +205,16 @@ class Actions:
         if function is None:
             reason = f"{tool} is declared but nothing in this process implements it"
             await self._record_failure(agent, tool, args_hash, interaction_id, reason)
-            return Outcome(Status.FAILED, reason, interaction_id=interaction_id)
+            return CallOutcome(CallStatus.FAILED, reason, interaction_id=interaction_id)
         try:
             result = await function(args, caller)
         except Exception as exc:
             logger.exception("tool %s failed for %s", tool, agent)
             reason = f"{tool} failed: {type(exc).__name__}: {exc}"
             await self._record_failure(agent, tool, args_hash, interaction_id, reason)
-            return Outcome(Status.FAILED, reason, interaction_id=interaction_id)
+            return CallOutcome(CallStatus.FAILED, reason, interaction_id=interaction_id)
         how = "allowed" if interaction_id is None else f"approved on card #{interaction_id}"
-        return Outcome(Status.RAN, f"{tool} ran ({how})", result, interaction_id)
+        return CallOutcome(CallStatus.RAN, f"{tool} ran ({how})", result, interaction_id)
 
     async def _record_failure(self, agent, tool, args_hash, interaction_id, reason) -> None:
         await Audit(self.store).record(
@@ -222,11 +226,11 @@ class Actions:
             interaction_id=interaction_id,
         )
 
-    async def _deny(self, agent, tool, args_hash, reason) -> Outcome:
+    async def _deny(self, agent, tool, args_hash, reason) -> CallOutcome:
         await Audit(self.store).record(
             AuditEvent.DENIED, reason, agent=agent, tool=tool, args_hash=args_hash
         )
-        return Outcome(Status.DENIED, reason)
+        return CallOutcome(CallStatus.DENIED, reason)
 
 
 def _prompt(agent: str, tool: str, args: Any, decision: Gate, explainer) -> str:

@@ -35,10 +35,9 @@ from datetime import timedelta
 
 from sqlalchemy import case, func, select
 
-from bot.actions.actions import Actions, Outcome, Status
+from bot.actions.actions import Actions, CallOutcome, CallStatus
 from bot.actions.audit import Audit, AuditEvent
-from bot.interactions.interaction import OPEN, Kind
-from bot.interactions.interaction import Outcome as CardOutcome
+from bot.interactions.interaction import OPEN, InteractionOutcome, Kind
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import grants, interactions
 from bot.timeutil import now
@@ -56,7 +55,7 @@ REFUSAL_MEMORY = timedelta(minutes=15)
 MAX_OPEN_CARDS = 10  # approval cards one agent may have waiting at once
 MAX_HELD = 8  # calls of one agent held open at once
 CROWDED_PAUSE = 1.0  # seconds a call past MAX_HELD waits before it is told to retry
-REFUSED = (CardOutcome.DENIED, CardOutcome.EXPIRED)
+REFUSED = (InteractionOutcome.DENIED, InteractionOutcome.EXPIRED)
 CARD_SQL = "SELECT status, outcome FROM interactions WHERE id = ?"
 # _refused_before's query, for Store.read_now; tests/bot/actions/test_held_calls.py holds them
 # together.
@@ -73,7 +72,7 @@ async def _no_progress(done: float, total: float, message: str) -> None:
 
 
 @dataclass
-class Turn:
+class GrantTurn:
     """Identical calls woken by one approved card take turns to use its one grant."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -96,7 +95,7 @@ class HeldCalls:
         self.progress_every = progress_every
         self._waiting: dict[int, set[asyncio.Event]] = {}
         self._held = Counter()  # agent -> calls held now
-        self._settling: dict[str, Turn] = {}  # args hash -> the turn to use its grant
+        self._settling: dict[str, GrantTurn] = {}  # args hash -> the turn to use its grant
         self._asking: dict[str, asyncio.Lock] = {}  # agent -> one gated call asks at a time
         self._running: set[asyncio.Task] = set()  # calls under way, kept until they end
         actions.interactions.settled_listeners.append(self._wake)
@@ -114,7 +113,7 @@ class HeldCalls:
         chat_id: int | None,
         run_id: int | None = None,
         progress: Progress = _no_progress,
-    ) -> Outcome:
+    ) -> CallOutcome:
         """Make the call through the gate; if it is gated, hold it until the card is settled
         or ``hold`` seconds have passed, whichever is first. ``chat_id`` None: no chat to ask
         in, so only what the gate allows outright can run."""
@@ -130,12 +129,12 @@ class HeldCalls:
             # A chat is only needed for a card, and only a gated call makes one.
             chat_id = chat_id if chat_id is not None else 0
             outcome = await self._perform(agent, tool, args, chat_id, run_id)
-        if outcome.status is not Status.GATED:
+        if outcome.status is not CallStatus.GATED:
             return outcome
         card = outcome.interaction_id
         if self._held[agent] >= MAX_HELD:
             await asyncio.sleep(CROWDED_PAUSE)
-            return Outcome(Status.GATED, _still_waiting(card, self.hold), None, card)
+            return CallOutcome(CallStatus.GATED, _still_waiting(card, self.hold), None, card)
         settled = asyncio.Event()
         self._waiting.setdefault(card, set()).add(settled)
         self._held[agent] += 1
@@ -148,7 +147,9 @@ class HeldCalls:
             if not waiters:
                 self._waiting.pop(card, None)
 
-    async def _hold(self, card, settled, progress, agent, tool, args, chat_id, run_id) -> Outcome:
+    async def _hold(
+        self, card, settled, progress, agent, tool, args, chat_id, run_id
+    ) -> CallOutcome:
         started = time.monotonic()
         deadline = started + self.hold
         next_note = started
@@ -161,25 +162,29 @@ class HeldCalls:
             settled.clear()  # before the look: a tap after it still wakes the wait below
             status, answer = await self._card(card)
             if status is None:
-                return Outcome(Status.DENIED, f"card #{card} is gone; nothing was done", None, card)
+                return CallOutcome(
+                    CallStatus.DENIED, f"card #{card} is gone; nothing was done", None, card
+                )
             if status not in OPEN:
                 return await self._settled(card, answer, agent, tool, args, chat_id, run_id)
             moment = time.monotonic()
             if moment >= deadline:
                 ran_on = await self.ran_before(agent, tool, args)
-                return Outcome(Status.GATED, _still_waiting(card, self.hold, ran_on), None, card)
+                return CallOutcome(
+                    CallStatus.GATED, _still_waiting(card, self.hold, ran_on), None, card
+                )
             with contextlib.suppress(TimeoutError):
                 wait = min(self.poll, deadline - moment, max(0.0, next_note - moment))
                 await asyncio.wait_for(settled.wait(), timeout=wait)
 
-    async def _settled(self, card, answer, agent, tool, args, chat_id, run_id) -> Outcome:
-        if answer != CardOutcome.APPROVED:
+    async def _settled(self, card, answer, agent, tool, args, chat_id, run_id) -> CallOutcome:
+        if answer != InteractionOutcome.APPROVED:
             return _refusal(card, answer)
         # Approved: the identical call again, which uses the grant. Identical calls held on
         # the same card take turns here: the first uses the grant, and the others, finding it
         # gone, must not ask again.
         args_hash = approval_hash(agent, tool, args)
-        turn = self._settling.setdefault(args_hash, Turn())
+        turn = self._settling.setdefault(args_hash, GrantTurn())
         turn.wanted += 1
         try:
             await turn.lock.acquire()
@@ -195,8 +200,8 @@ class HeldCalls:
             raise
         if not live:
             self._leave(args_hash, turn, locked=True)
-            return Outcome(
-                Status.DENIED,
+            return CallOutcome(
+                CallStatus.DENIED,
                 f"card #{card} was approved and an identical call that waited on it ran once; "
                 "this one did not run. Call again to ask for it to run again",
                 None,
@@ -206,14 +211,14 @@ class HeldCalls:
             agent, tool, args, chat_id, run_id, then=lambda: self._leave(args_hash, turn, True)
         )
 
-    def _leave(self, args_hash: str, turn: Turn, locked: bool) -> None:
+    def _leave(self, args_hash: str, turn: GrantTurn, locked: bool) -> None:
         if locked:
             turn.lock.release()
         turn.wanted -= 1
         if turn.wanted == 0 and self._settling.get(args_hash) is turn:
             del self._settling[args_hash]
 
-    async def _perform(self, agent, tool, args, chat_id, run_id, then=None) -> Outcome:
+    async def _perform(self, agent, tool, args, chat_id, run_id, then=None) -> CallOutcome:
         """The call through the gate, as a task of its own: once a call may use its grant, the
         tool runs to its end even if the client hangs up (its result is then lost to the
         client, never half-done), and how it ended is still seen (``then``, and the log)."""
@@ -243,7 +248,7 @@ class HeldCalls:
                 rows = (await conn.execute(query)).all()
         return tuple(rows[0]) if rows else (None, None)
 
-    async def _before_asking(self, agent, tool, args, chat_id) -> Outcome | None:
+    async def _before_asking(self, agent, tool, args, chat_id) -> CallOutcome | None:
         """Why this call, which the gate would hold, may not ask the owner now; None if it may."""
         try:
             args_hash = approval_hash(agent, tool, args)
@@ -254,16 +259,16 @@ class HeldCalls:
         if refused is not None:
             reason = _refusal(*refused)
         elif chat_id is None:
-            reason = Outcome(
-                Status.DENIED,
+            reason = CallOutcome(
+                CallStatus.DENIED,
                 "aegis knows no owner chat to ask in (set AEGIS_OWNER_IDS), so it runs nothing "
                 "that needs an approval",
             )
         else:
             open_cards, this_one = await self._open_cards(agent, args_hash)
             if open_cards >= MAX_OPEN_CARDS and not this_one:
-                reason = Outcome(
-                    Status.DENIED,
+                reason = CallOutcome(
+                    CallStatus.DENIED,
                     f"{agent} already has {open_cards} approval cards waiting for the owner; "
                     "nothing was done. Retry a call that is waiting, or try again once some "
                     "are answered",
@@ -331,10 +336,10 @@ class HeldCalls:
             return (await conn.execute(query)).scalar_one_or_none()
 
 
-def _refusal(card: int, answer: str | None) -> Outcome:
-    how = "denied it" if answer == CardOutcome.DENIED else "did not answer in time"
-    return Outcome(
-        Status.DENIED,
+def _refusal(card: int, answer: str | None) -> CallOutcome:
+    how = "denied it" if answer == InteractionOutcome.DENIED else "did not answer in time"
+    return CallOutcome(
+        CallStatus.DENIED,
         f"the owner {how} on card #{card}; nothing was done. Do not retry this call: "
         "the owner will not be asked again for the same arguments for "
         f"{int(REFUSAL_MEMORY.total_seconds() // 60)} minutes",

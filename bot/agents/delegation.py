@@ -76,7 +76,7 @@ class Executor:
     request: str
 
 
-class Step(enum.StrEnum):
+class DelegationStep(enum.StrEnum):
     """How ``start`` ended for one task (the child's summary counts these)."""
 
     STARTED = "started"  # a run is queued (or was already, for this same tick)
@@ -87,7 +87,7 @@ class Step(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Started:
-    step: Step
+    step: DelegationStep
     run: AgentRun | None = None
     why: str | None = None
 
@@ -136,14 +136,14 @@ class Delegation:
         async with self.store.read() as conn:
             row = (await conn.execute(query)).first()
         if row is None:
-            return Started(Step.SKIPPED, why="no longer eligible")
+            return Started(DelegationStep.SKIPPED, why="no longer eligible")
         task = Task.from_row(row)
         executor = executor_for(task, self.platform.agents)
         if isinstance(executor, str):
             return await self._park(task, executor)
         agent = executor.agent
         if agent.expensive and await self._over_cap():
-            return Started(Step.OVER_CAP, why="the fleet is at its cap on expensive runs")
+            return Started(DelegationStep.OVER_CAP, why="the fleet is at its cap on expensive runs")
         chat_id = task.chat_id or (self.owner_ids[0] if self.owner_ids else None)
         if chat_id is None:
             why = (
@@ -162,15 +162,15 @@ class Delegation:
             )
         except RunRefused as exc:
             return await self._park(task, f"No run: {agent.slug} could not start: {exc}")
-        return Started(Step.STARTED, run)
+        return Started(DelegationStep.STARTED, run)
 
     async def _park(self, task: Task, why: str) -> Started:
         try:
             await self.platform.tasks.move(task.id, State.WAITING, PARKED_BY)
         except TaskRefused:  # closed meanwhile: nothing to park, nothing to say
-            return Started(Step.SKIPPED, why="closed meanwhile")
+            return Started(DelegationStep.SKIPPED, why="closed meanwhile")
         await self.platform.tasks.comment(task.id, why)
-        return Started(Step.PARKED, why=why)
+        return Started(DelegationStep.PARKED, why=why)
 
     def _expensive_agents(self) -> list[str]:
         return sorted(slug for slug, agent in self.platform.agents.items() if agent.expensive)

@@ -64,24 +64,24 @@ PROFILES = (
 
 
 @dataclass(frozen=True)
-class Step:
+class DemoStep:
     tool: str
     args: dict[str, Any]
     what: str
 
 
-def steps(run: str) -> tuple[Step, ...]:
+def steps(run: str) -> tuple[DemoStep, ...]:
     """The demo's three steps. Each run has a file of its own, so two runs at once ask for
     different calls, each with its own card (identical calls would share one card)."""
     name = f"hello-{run}.txt"[-40:].lstrip("-.") or "hello.txt"
     return (
-        Step("demo.read_clock", {}, "read the server clock (a read: runs without asking)"),
-        Step(
+        DemoStep("demo.read_clock", {}, "read the server clock (a read: runs without asking)"),
+        DemoStep(
             "demo.write_file",
             {"name": name, "text": "Hello from the aegis demo agent.\n"},
             f"write {name} (a write: waits for your tap)",
         ),
-        Step(
+        DemoStep(
             "demo.delete_file",
             {"name": name},
             f"delete {name} (irreversible: waits for your tap and a code)",

@@ -13,7 +13,15 @@ from sqlalchemy import or_, select, update
 from bot.actions.audit import Audit, AuditEvent, audit_card
 from bot.chat.codes import CodeVerifier
 from bot.chat.views import cards
-from bot.interactions.interaction import OPEN, Effects, Interaction, Kind, Outcome, Reply, Status
+from bot.interactions.interaction import (
+    OPEN,
+    Effects,
+    Interaction,
+    InteractionOutcome,
+    InteractionStatus,
+    Kind,
+    Reply,
+)
 from bot.store.tables import interaction_cards, interactions
 from bot.store.tables import outbox as outbox_table
 from bot.tasks.notes import NoteKind, add_note
@@ -55,7 +63,7 @@ class Answers:
             await audit_card(conn, AuditEvent.TAP_REFUSED, detail, interaction, user_id)
             return Reply("That is not one of this card's answers; nothing was done.", interaction)
         outcome, option = meaning
-        if outcome is Outcome.APPROVED and interaction.step_up:
+        if outcome is InteractionOutcome.APPROVED and interaction.step_up:
             return await self._ask_for_code(conn, interaction, user_id, codes_ready, effects)
         resolved = await self._resolve(
             conn, interaction, outcome, user_id, user_name, moment, effects, answer=option
@@ -78,11 +86,11 @@ class Answers:
         await conn.execute(
             update(interactions)
             .where(
-                interactions.c.status == Status.AWAITING_CODE,
+                interactions.c.status == InteractionStatus.AWAITING_CODE,
                 interactions.c.code_from == user_id,
                 interactions.c.id != interaction.id,
             )
-            .values(status=Status.PENDING, code_from=None)
+            .values(status=InteractionStatus.PENDING, code_from=None)
         )
         asked = await conn.execute(
             update(interactions)
@@ -91,7 +99,7 @@ class Answers:
                 interactions.c.status.in_(OPEN),
                 or_(interactions.c.expires_at.is_(None), interactions.c.expires_at > moment),
             )
-            .values(status=Status.AWAITING_CODE, code_from=user_id)
+            .values(status=InteractionStatus.AWAITING_CODE, code_from=user_id)
         )
         if asked.rowcount != 1:  # settled meanwhile (Postgres lets taps race this far)
             current = await self._get(conn, interaction.id)
@@ -114,7 +122,7 @@ class Answers:
         effects = Effects()
         async with self.store.write() as conn:
             owed = select(interactions).where(
-                interactions.c.status == Status.AWAITING_CODE,
+                interactions.c.status == InteractionStatus.AWAITING_CODE,
                 interactions.c.code_from == user_id,
             )
             row = (await conn.execute(owed.order_by(interactions.c.id.desc()).limit(1))).first()
@@ -143,7 +151,7 @@ class Answers:
         resolved = await self._resolve(
             conn,
             interaction,
-            Outcome.APPROVED,
+            InteractionOutcome.APPROVED,
             user_id,
             user_name,
             now(),
@@ -171,7 +179,7 @@ class Answers:
                 resolved = await self._resolve(
                     conn,
                     interaction,
-                    Outcome.ANSWERED,
+                    InteractionOutcome.ANSWERED,
                     user_id,
                     user_name,
                     moment,

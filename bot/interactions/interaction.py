@@ -17,14 +17,14 @@ class Kind(enum.StrEnum):
     QUESTION = "question"
 
 
-class Status(enum.StrEnum):
+class InteractionStatus(enum.StrEnum):
     PENDING = "pending"
     AWAITING_CODE = "awaiting_code"
     RESOLVED = "resolved"
     EXPIRED = "expired"
 
 
-OPEN = (Status.PENDING, Status.AWAITING_CODE)
+OPEN = (InteractionStatus.PENDING, InteractionStatus.AWAITING_CODE)
 
 
 class TimeoutPolicy(enum.StrEnum):
@@ -32,7 +32,7 @@ class TimeoutPolicy(enum.StrEnum):
     HOLD = "hold"  # it waits for as long as it takes
 
 
-class Outcome(enum.StrEnum):
+class InteractionOutcome(enum.StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     CHOSEN = "chosen"
@@ -44,9 +44,9 @@ class Outcome(enum.StrEnum):
 
 # The choice part of a card's callback data, per kind; a choice card uses option indexes.
 TAP_OUTCOMES = {
-    Kind.APPROVAL: {"approve": Outcome.APPROVED, "deny": Outcome.DENIED},
-    Kind.ACKNOWLEDGEMENT: {"ack": Outcome.ACKNOWLEDGED},
-    Kind.QUESTION: {"skip": Outcome.SKIPPED},
+    Kind.APPROVAL: {"approve": InteractionOutcome.APPROVED, "deny": InteractionOutcome.DENIED},
+    Kind.ACKNOWLEDGEMENT: {"ack": InteractionOutcome.ACKNOWLEDGED},
+    Kind.QUESTION: {"skip": InteractionOutcome.SKIPPED},
 }
 
 
@@ -81,7 +81,7 @@ class Interaction:
     args: Any
     args_hash: str | None
     step_up: bool
-    status: Status
+    status: InteractionStatus
     outcome: str | None
     answer: str | None
     timeout_policy: TimeoutPolicy
@@ -99,7 +99,7 @@ class Interaction:
         values = {name.name: getattr(row, name.name) for name in dataclasses.fields(cls)}
         values.update(
             kind=Kind(row.kind),
-            status=Status(row.status),
+            status=InteractionStatus(row.status),
             timeout_policy=TimeoutPolicy(row.timeout_policy),
             options=tuple(row.options),
         )
@@ -116,7 +116,7 @@ class Interaction:
         """The outcome (and, for a choice, the option) a tap on ``choice`` means."""
         if self.kind is Kind.CHOICE:
             if choice.isdigit() and int(choice) < len(self.options):
-                return Outcome.CHOSEN, self.options[int(choice)]
+                return InteractionOutcome.CHOSEN, self.options[int(choice)]
             return None
         outcome = TAP_OUTCOMES[self.kind].get(choice)
         return (outcome, None) if outcome else None

@@ -33,10 +33,10 @@ from bot.interactions.interaction import (  # noqa: F401  (the service's vocabul
     Ask,
     Effects,
     Interaction,
+    InteractionOutcome,
+    InteractionStatus,
     Kind,
-    Outcome,
     Reply,
-    Status,
     TimeoutPolicy,
 )
 from bot.store.database import Store
@@ -93,7 +93,7 @@ class Interactions(Answers):
             "args": ask.args,
             "args_hash": ask.args_hash,
             "step_up": ask.step_up,
-            "status": Status.PENDING,
+            "status": InteractionStatus.PENDING,
             "timeout_policy": ask.timeout_policy,
             "expires_at": moment + ask.timeout
             if ask.timeout_policy is TimeoutPolicy.ARCHIVE
@@ -153,11 +153,11 @@ class Interactions(Answers):
         still = [interactions.c.status.in_(OPEN)]
         if code_from is not None:
             still = [
-                interactions.c.status == Status.AWAITING_CODE,
+                interactions.c.status == InteractionStatus.AWAITING_CODE,
                 interactions.c.code_from == code_from,
             ]
         settled = {
-            "status": Status.RESOLVED,
+            "status": InteractionStatus.RESOLVED,
             "outcome": outcome,
             "answer": answer,
             "resolved_at": moment,
@@ -184,7 +184,7 @@ class Interactions(Answers):
         if resolved.kind is not Kind.APPROVAL:
             detail = f"card #{resolved.id}: {resolved.outcome}"
             await audit_card(conn, AuditEvent.RESOLVED, detail, resolved, user_id)
-        elif resolved.outcome == Outcome.APPROVED:
+        elif resolved.outcome == InteractionOutcome.APPROVED:
             until = await Approvals.grant(
                 conn,
                 interaction_id=resolved.id,
@@ -222,15 +222,17 @@ class Interactions(Answers):
                 interactions.c.expires_at <= moment,
             )
             .values(
-                status=Status.EXPIRED, outcome=Outcome.EXPIRED, resolved_at=interaction.expires_at
+                status=InteractionStatus.EXPIRED,
+                outcome=InteractionOutcome.EXPIRED,
+                resolved_at=interaction.expires_at,
             )
         )
         if changed.rowcount != 1:
             return await self._get(conn, interaction.id)
         expired = dataclasses.replace(
             interaction,
-            status=Status.EXPIRED,
-            outcome=Outcome.EXPIRED,
+            status=InteractionStatus.EXPIRED,
+            outcome=InteractionOutcome.EXPIRED,
             resolved_at=interaction.expires_at,
         )
         detail = f"card #{expired.id} expired unanswered: nothing was done"

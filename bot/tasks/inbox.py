@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 from bot.chat.views.cards import clip, visible
 from bot.errors import AlreadyAsked, TaskRefused
-from bot.interactions.interaction import Ask, Effects, Interaction, Kind, Outcome, TimeoutPolicy
+from bot.interactions.interaction import (
+    Ask,
+    Effects,
+    Interaction,
+    InteractionOutcome,
+    Kind,
+    TimeoutPolicy,
+)
 from bot.interactions.interactions import Interactions
 from bot.store.database import Store
 from bot.tasks.task import Closed, State, Task
@@ -31,7 +38,7 @@ EXCERPT_CHARS = 600
 MAX_OPEN_CARDS = 10
 
 
-class Step(enum.StrEnum):
+class TriageStep(enum.StrEnum):
     SKIPPED = "skipped"  # closed, out of the inbox, asked about already, or too many cards open
     TRIAGED = "triaged"
     ASKED = "asked"
@@ -39,7 +46,7 @@ class Step(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Result:
-    step: Step
+    step: TriageStep
     task: Task | None = None
     verdict: Triage | None = None
 
@@ -56,18 +63,18 @@ class Inbox:
     async def triage(self, task_id: int) -> Result:
         task = await self.tasks.get(task_id)
         if task is None or not task.is_open or task.state is not State.INBOX:
-            return Result(Step.SKIPPED, task)
+            return Result(TriageStep.SKIPPED, task)
         if task.triage_interaction_id is not None or task.chat_id is None:
-            return Result(Step.SKIPPED, task)
+            return Result(TriageStep.SKIPPED, task)
         verdict = await suggest(self.triagers, task)
         if verdict is None:
             asked = await self._ask(task)
-            return Result(Step.ASKED if asked else Step.SKIPPED, task)
+            return Result(TriageStep.ASKED if asked else TriageStep.SKIPPED, task)
         try:
             moved = await self.tasks.triage(task_id, verdict)
         except TaskRefused:  # the owner triaged or closed it meanwhile
-            return Result(Step.SKIPPED, task)
-        return Result(Step.TRIAGED, moved, verdict)
+            return Result(TriageStep.SKIPPED, task)
+        return Result(TriageStep.TRIAGED, moved, verdict)
 
     async def _ask(self, task: Task) -> bool:
         if await self.interactions.open_count(agent=ASKER) >= MAX_OPEN_CARDS:
@@ -96,7 +103,7 @@ class Inbox:
 
     async def answer(self, task_id: int, settled: Interaction) -> str:
         """What the owner's choice on the card does; the sentence to tell them."""
-        if settled.outcome != Outcome.CHOSEN:
+        if settled.outcome != InteractionOutcome.CHOSEN:
             return f"Task {task_id} stays in the inbox."
         if settled.answer not in CARD_OPTIONS:
             return f"Task {task_id} stays in the inbox: that is not one of the card's answers."

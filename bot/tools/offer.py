@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.actions.actions import Outcome, Status
+from bot.actions.actions import CallOutcome, CallStatus
 from bot.errors import NameClash
 from policies.tools import Catalog, Effect
 
@@ -71,9 +71,9 @@ def offered(tools: Iterable[str], catalog: Catalog) -> list[OfferedTool]:
     return result
 
 
-def tool_text(outcome: Outcome, limit: int = RESULT_CAP) -> str:
+def tool_text(outcome: CallOutcome, limit: int = RESULT_CAP) -> str:
     """What the model reads of a call's outcome: the result itself, or why there is none."""
-    if outcome.status is Status.RAN:
+    if outcome.status is CallStatus.RAN:
         result = outcome.result
         text = (
             result
@@ -81,9 +81,9 @@ def tool_text(outcome: Outcome, limit: int = RESULT_CAP) -> str:
             else json.dumps(result, default=str, ensure_ascii=False)
         )
         return capped(text, limit)
-    if outcome.status is Status.DENIED:
+    if outcome.status is CallStatus.DENIED:
         return capped(f"Refused: {outcome.reason}. Nothing was done.", limit)
-    if outcome.status is Status.GATED:
+    if outcome.status is CallStatus.GATED:
         return capped(outcome.reason, limit)
     return capped(f"Failed: {outcome.reason}", limit)
 

@@ -9,7 +9,7 @@ from bot.agents.profiles import AgentProfile, HarnessKind
 from bot.errors import HarnessFailed
 from jobs.harness import Harness
 from jobs.harnesses.cli import CLIS, CliHarness
-from jobs.harnesses.http import InWorker
+from jobs.harnesses.http import WorkerHttpHarness
 from jobs.harnesses.script import ScriptHarness
 
 
@@ -17,7 +17,7 @@ def harness_for(agent: AgentProfile) -> Harness:
     if agent.harness is HarnessKind.SCRIPT:
         return ScriptHarness()
     if agent.harness is HarnessKind.HTTP:
-        return InWorker()
+        return WorkerHttpHarness()
     if agent.harness in CLIS:
         return CliHarness(CLIS[agent.harness])
     raise HarnessFailed(

@@ -60,7 +60,7 @@ class Offer:
 
 
 @dataclass
-class Turn:
+class ProviderReply:
     """What one provider answered: the assistant message as kept in the conversation."""
 
     message: dict[str, Any]
@@ -98,7 +98,7 @@ class HttpHarness:
                 ctx.state["turns"] = turns + 1
                 await ctx.checkpoint()
 
-    async def _ask(self, ctx, session, messages, offer: Offer) -> Turn:
+    async def _ask(self, ctx, session, messages, offer: Offer) -> ProviderReply:
         """One model turn, from the first provider that answers."""
         if not ctx.agent.providers:
             raise HarnessFailed(f"{ctx.agent.slug} has no providers to ask")
@@ -124,7 +124,9 @@ class HttpHarness:
             failures.append(f"{provider_label(provider)} ({provider.model}): {status}")
         raise HarnessFailed("Every model provider failed: " + "; ".join(failures) + ".")
 
-    async def _call(self, ctx, session, provider: Provider, body) -> tuple[Turn | None, str, int]:
+    async def _call(
+        self, ctx, session, provider: Provider, body
+    ) -> tuple[ProviderReply | None, str, int]:
         """Ask one provider once: its turn (or None), its status for the ledger, the latency."""
         headers = {"Content-Type": "application/json"}
         if provider.key_env:
@@ -187,7 +189,7 @@ class HttpHarness:
         return tool_text(await ctx.call(tool, args))  # Parked goes up: the runner parks
 
 
-def parse_completion(raw: bytes, *, first_id: int = 0) -> Turn:
+def parse_completion(raw: bytes, *, first_id: int = 0) -> ProviderReply:
     """The assistant message of a chat completion; ProviderFailed("bad body") for anything
     that is not one. Tool calls keep their arguments as the text the model wrote."""
     try:
@@ -213,7 +215,7 @@ def parse_completion(raw: bytes, *, first_id: int = 0) -> Turn:
     kept: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         kept["tool_calls"] = calls
-    return Turn(kept, prompt, completion)
+    return ProviderReply(kept, prompt, completion)
 
 
 def _call(call: dict, fallback_id: str) -> dict[str, Any]:
@@ -269,7 +271,7 @@ class _Clock:
 
 
 @dataclass
-class InWorker:
+class WorkerHttpHarness:
     """The http harness as a worker runs it: the catalog and ledger of this worker's platform,
     looked up when the run starts (``harness_for`` is called before anything is awaited)."""
 

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from bot.actions.actions import Outcome, Status
+from bot.actions.actions import CallOutcome, CallStatus
 from bot.agents.agent_run import RunState
 from bot.agents.ledger import Ledger
 from bot.agents.profiles import AgentProfile, HarnessKind
@@ -467,8 +467,8 @@ def test_two_calls_of_one_turn_never_share_an_id():
 def test_a_long_tool_result_keeps_its_payload_and_says_what_was_cut():
     text = capped("x" * 20_005, limit=20_000)
     assert text == "x" * 20_000 + "\n[… 5 more characters cut]"
-    assert tool_text(Outcome(Status.RAN, "ran", {"n": 1})) == '{"n": 1}'
-    assert tool_text(Outcome(Status.FAILED, "it broke")) == "Failed: it broke"
+    assert tool_text(CallOutcome(CallStatus.RAN, "ran", {"n": 1})) == '{"n": 1}'
+    assert tool_text(CallOutcome(CallStatus.FAILED, "it broke")) == "Failed: it broke"
 
 
 def test_an_offer_refuses_two_tools_it_cannot_tell_apart(monkeypatch):

@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-from bot.actions.actions import Continuation, Status
+from bot.actions.actions import CallStatus, Continuation
 from bot.actions.audit import AuditEvent
 from bot.chat.codes import CodeVerifier
 from bot.config.settings import Settings
 from bot.core import Platform
-from bot.interactions.interaction import Status as CardStatus
+from bot.interactions.interaction import InteractionStatus
 from bot.store.database import Store
 from bot.store.tables import grants
 from tests.helpers.interactions import (
@@ -71,7 +71,7 @@ async def events(store, *wanted: AuditEvent) -> list[str]:
 async def test_a_read_runs_at_once(platform, store, toolbox):
     outcome = await perform(platform, {"q": "x"}, tool="notes.read")
 
-    assert outcome.status is Status.RAN and outcome.result == "notes.read did it"
+    assert outcome.status is CallStatus.RAN and outcome.result == "notes.read did it"
     assert outcome.interaction_id is None
     assert toolbox.calls == [("notes.read", {"q": "x"})]
     [allowed] = await audit_rows(store)
@@ -99,14 +99,14 @@ async def test_a_card_approved_just_after_the_quick_look_is_used_not_asked_again
 
     monkeypatch.setattr(platform.approvals, "has_live_grant", looked_too_early)
     ran = await perform(platform)
-    assert ran.status is Status.RAN and ran.interaction_id == card_id
+    assert ran.status is CallStatus.RAN and ran.interaction_id == card_id
     assert await interaction_count(store) == 1 and toolbox.calls == [("notes.write", HELLO)]
 
 
 async def test_a_write_waits_on_one_card_then_runs_once_when_approved(platform, store, toolbox):
     outcomes = [await perform(platform) for _ in range(5)]
 
-    assert {o.status for o in outcomes} == {Status.GATED}
+    assert {o.status for o in outcomes} == {CallStatus.GATED}
     [card_id] = {o.interaction_id for o in outcomes}
     assert f"card #{card_id}" in outcomes[0].reason and "identical call" in outcomes[0].reason
     assert await interaction_count(store) == 1 and toolbox.calls == []
@@ -115,13 +115,13 @@ async def test_a_write_waits_on_one_card_then_runs_once_when_approved(platform, 
     await approve(platform, card_id)
     ran = await perform(platform)
 
-    assert ran.status is Status.RAN and ran.interaction_id == card_id
+    assert ran.status is CallStatus.RAN and ran.interaction_id == card_id
     assert toolbox.calls == [("notes.write", HELLO)]
     [grant] = await grant_rows(store)
     assert grant.used_at is not None
     assert grant.expires_at - grant.granted_at == timedelta(minutes=15)
     again = await perform(platform)
-    assert again.status is Status.GATED and again.interaction_id not in (None, card_id)
+    assert again.status is CallStatus.GATED and again.interaction_id not in (None, card_id)
     assert toolbox.calls == [("notes.write", HELLO)]
     assert await events(store, AuditEvent.USED, AuditEvent.GATED) == ["gated", "used", "gated"]
 
@@ -137,7 +137,7 @@ async def test_concurrent_identical_gated_calls_share_one_card(
         for extra in stores:
             await extra.close()
 
-    assert {o.status for o in outcomes} == {Status.GATED}
+    assert {o.status for o in outcomes} == {CallStatus.GATED}
     assert len({o.interaction_id for o in outcomes}) == 1
     assert await interaction_count(store) == 1
 
@@ -153,7 +153,7 @@ async def test_a_grant_is_for_the_exact_call_only(platform, store, toolbox, agen
 
     other = await perform(platform, args, agent=agent)
 
-    assert other.status is Status.GATED and other.interaction_id != card_id
+    assert other.status is CallStatus.GATED and other.interaction_id != card_id
     assert toolbox.calls == []
     [grant] = await grant_rows(store)
     assert grant.used_at is None
@@ -177,7 +177,7 @@ async def test_of_ten_concurrent_identical_calls_one_uses_the_grant(
 
     [ran] = [o for o in outcomes if o.ran]
     assert ran.interaction_id == card_id
-    assert [o.status for o in outcomes].count(Status.GATED) == 9
+    assert [o.status for o in outcomes].count(CallStatus.GATED) == 9
     assert toolbox.calls == [("notes.write", HELLO)]
     assert len(await audit_rows(store, AuditEvent.USED)) == 1
 
@@ -190,7 +190,7 @@ async def test_an_expired_grant_is_not_used(platform, store, toolbox):
 
     outcome = await perform(platform)
 
-    assert outcome.status is Status.GATED and outcome.interaction_id != card_id
+    assert outcome.status is CallStatus.GATED and outcome.interaction_id != card_id
     assert toolbox.calls == []
     [grant] = await grant_rows(store)
     assert grant.used_at is None
@@ -202,7 +202,7 @@ async def test_a_denied_card_grants_nothing(platform, store, toolbox):
 
     outcome = await perform(platform)
 
-    assert outcome.status is Status.GATED and outcome.interaction_id != card_id
+    assert outcome.status is CallStatus.GATED and outcome.interaction_id != card_id
     assert await grant_rows(store) == [] and toolbox.calls == []
     assert await events(store, AuditEvent.DECLINED) == ["declined"]
 
@@ -216,15 +216,15 @@ async def test_a_card_that_expired_grants_nothing(platform, store, toolbox):
 
     outcome = await perform(platform)
 
-    assert outcome.status is Status.GATED and outcome.interaction_id != card_id
-    assert (await platform.interactions.get(card_id)).status is CardStatus.EXPIRED
+    assert outcome.status is CallStatus.GATED and outcome.interaction_id != card_id
+    assert (await platform.interactions.get(card_id)).status is InteractionStatus.EXPIRED
     assert await grant_rows(store) == [] and toolbox.calls == []
 
 
 async def test_an_undeclared_tool_is_gated_with_step_up(platform, store, toolbox):
     outcome = await perform(platform, {}, tool="nobody.declared")
 
-    assert outcome.status is Status.GATED and "TOTP code" in outcome.reason
+    assert outcome.status is CallStatus.GATED and "TOTP code" in outcome.reason
     card = await platform.interactions.get(outcome.interaction_id)
     assert card.step_up and card.tool == "nobody.declared"
     assert await events(store) == ["gated"]
@@ -263,7 +263,7 @@ async def test_a_refused_call_is_denied_and_audited(
 ):
     outcome = await perform(platform, args, agent=agent, tool=tool)
 
-    assert outcome.status is Status.DENIED and reason in outcome.reason
+    assert outcome.status is CallStatus.DENIED and reason in outcome.reason
     [denied] = await audit_rows(store)
     assert (denied.event, denied.agent, denied.tool) == ("denied", agent, tool)
     assert denied.args_hash is not None
@@ -278,7 +278,7 @@ async def test_a_refused_call_is_denied_and_audited(
 async def test_arguments_that_are_not_plain_json_are_denied(platform, store, toolbox, args):
     outcome = await perform(platform, args)
 
-    assert outcome.status is Status.DENIED and "not plain JSON" in outcome.reason
+    assert outcome.status is CallStatus.DENIED and "not plain JSON" in outcome.reason
     [denied] = await audit_rows(store)
     assert (denied.event, denied.args_hash) == ("denied", None)
     assert toolbox.calls == [] and await interaction_count(store) == 0
@@ -287,7 +287,10 @@ async def test_arguments_that_are_not_plain_json_are_denied(platform, store, too
 async def test_a_tool_that_raises_fails_and_is_audited(platform, store, toolbox):
     outcome = await perform(platform, {}, tool="notes.explode")
 
-    assert outcome.status is Status.FAILED and "RuntimeError: notes.explode broke" in outcome.reason
+    assert (
+        outcome.status is CallStatus.FAILED
+        and "RuntimeError: notes.explode broke" in outcome.reason
+    )
     assert await events(store) == ["allowed", "failed"]
     [failed] = await audit_rows(store, AuditEvent.FAILED)
     assert "notes.explode broke" in failed.detail
@@ -300,9 +303,9 @@ async def test_an_approved_tool_that_raises_uses_up_its_grant(platform, store, t
 
     outcome = await perform(platform)
 
-    assert outcome.status is Status.FAILED and outcome.interaction_id == card_id
+    assert outcome.status is CallStatus.FAILED and outcome.interaction_id == card_id
     assert await events(store, AuditEvent.USED, AuditEvent.FAILED) == ["used", "failed"]
-    assert (await perform(platform)).status is Status.GATED
+    assert (await perform(platform)).status is CallStatus.GATED
 
 
 async def test_a_declared_tool_nothing_implements_fails(platform, store):
@@ -311,7 +314,7 @@ async def test_a_declared_tool_nothing_implements_fails(platform, store):
 
     outcome = await perform(platform, {}, tool="notes.unbuilt")
 
-    assert outcome.status is Status.FAILED and "nothing in this process" in outcome.reason
+    assert outcome.status is CallStatus.FAILED and "nothing in this process" in outcome.reason
     assert (await audit_rows(store, AuditEvent.FAILED))[0].interaction_id == card_id
 
 
@@ -337,7 +340,7 @@ async def test_a_policy_tightened_since_the_approval_needs_a_new_one_with_a_code
 
     again = await perform(platform)
 
-    assert again.status is Status.GATED and again.interaction_id != gated.interaction_id
+    assert again.status is CallStatus.GATED and again.interaction_id != gated.interaction_id
     assert toolbox.calls == []
     card = await platform.interactions.get(again.interaction_id)
     assert card.step_up

@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import select
 
-from bot.actions.actions import Status
+from bot.actions.actions import CallStatus
 from bot.chat import codes
 from bot.chat.codes import CodeVerifier
 from bot.errors import PairingLocked
@@ -149,13 +149,13 @@ class ApprovalLifecycle(RuleBasedStateMachine):
 
         live = [grant for grant in self.grants if grant.args_hash == args_hash and grant.live]
         if live:
-            assert outcome.status is Status.RAN, outcome
+            assert outcome.status is CallStatus.RAN, outcome
             assert outcome.interaction_id == live[0].card_id
             live[0].used = True
             self.effects[args_hash] += 1
             event("perform: ran on a grant")
             return
-        assert outcome.status is Status.GATED, outcome
+        assert outcome.status is CallStatus.GATED, outcome
         waiting = [c for c in self.model.values() if c.args_hash == args_hash and c.status in OPEN]
         if waiting:
             assert outcome.interaction_id == min(c.id for c in waiting)

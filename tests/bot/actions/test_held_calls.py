@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from bot.actions.actions import Status
+from bot.actions.actions import CallStatus
 from bot.actions.held_calls import MAX_OPEN_CARDS, REFUSAL_MEMORY, HeldCalls
 from bot.core import Platform
-from bot.interactions.interaction import Status as CardStatus
+from bot.interactions.interaction import InteractionStatus
 from bot.store.tables import interactions
 from policies.canonical import approval_hash
 from tests.helpers.interactions import (
@@ -59,7 +59,7 @@ async def tap(platform, card: int, choice: str = "approve"):
 
 async def test_a_read_answers_at_once(held, toolbox, store):
     outcome = await call(held, "notes.read", {"q": "x"})
-    assert outcome.status is Status.RAN and toolbox.calls == [("notes.read", {"q": "x"})]
+    assert outcome.status is CallStatus.RAN and toolbox.calls == [("notes.read", {"q": "x"})]
     assert await interaction_count(store) == 0
 
 
@@ -69,11 +69,11 @@ async def test_a_card_approved_while_the_call_waits_runs_it_once(held, platform,
     assert not waiting.done() and toolbox.calls == []
     await tap(platform, card)
     outcome = await asyncio.wait_for(waiting, timeout=10)
-    assert outcome.status is Status.RAN and outcome.interaction_id == card
+    assert outcome.status is CallStatus.RAN and outcome.interaction_id == card
     assert toolbox.calls == [("notes.write", HELLO)]
     # The grant is spent: the same call again waits on a new card.
     again = await call(held)
-    assert again.status is Status.GATED and again.interaction_id != card
+    assert again.status is CallStatus.GATED and again.interaction_id != card
     assert toolbox.calls == [("notes.write", HELLO)]
 
 
@@ -81,10 +81,10 @@ async def test_time_up_tells_the_agent_to_retry_and_the_retry_waits_on_the_same_
     held, toolbox, store
 ):
     first = await call(held)
-    assert first.status is Status.GATED
+    assert first.status is CallStatus.GATED
     assert "Nothing was done yet. Retry this identical call now" in first.reason
     second = await call(held)
-    assert second.status is Status.GATED and second.interaction_id == first.interaction_id
+    assert second.status is CallStatus.GATED and second.interaction_id == first.interaction_id
     assert await interaction_count(store) == 1 and toolbox.calls == []
 
 
@@ -105,17 +105,17 @@ async def test_a_denied_call_is_refused_without_a_new_card_until_the_memory_fade
     card = await _card_appears(store)
     await tap(platform, card, "deny")
     refused = await asyncio.wait_for(waiting, timeout=10)
-    assert refused.status is Status.DENIED and f"denied it on card #{card}" in refused.reason
+    assert refused.status is CallStatus.DENIED and f"denied it on card #{card}" in refused.reason
     again = await call(held)
-    assert again.status is Status.DENIED and await interaction_count(store) == 1
+    assert again.status is CallStatus.DENIED and await interaction_count(store) == 1
     # A different call is not refused for it.
     other = await call(held, args={"text": "other"})
-    assert other.status is Status.GATED and await interaction_count(store) == 2
+    assert other.status is CallStatus.GATED and await interaction_count(store) == 2
     # Past the memory (the refusal moved an hour back), the identical call may ask again.
     assert REFUSAL_MEMORY.total_seconds() < 3600
     await move_into_past(store, interactions, card, "resolved_at")
     asked = await call(held)
-    assert asked.status is Status.GATED and await interaction_count(store) == 3
+    assert asked.status is CallStatus.GATED and await interaction_count(store) == 3
     assert toolbox.calls == []
 
 
@@ -125,9 +125,9 @@ async def test_an_approval_that_still_owes_its_code_keeps_the_call_waiting(
     waiting = asyncio.create_task(call(held, "site.deploy", {"ref": "main"}))
     card = await _card_appears(store)
     await tap(platform, card)  # irreversible: the tap asks for a code
-    assert (await platform.interactions.get(card)).status is CardStatus.AWAITING_CODE
+    assert (await platform.interactions.get(card)).status is InteractionStatus.AWAITING_CODE
     outcome = await asyncio.wait_for(waiting, timeout=10)
-    assert outcome.status is Status.GATED and toolbox.calls == []
+    assert outcome.status is CallStatus.GATED and toolbox.calls == []
 
 
 async def test_a_client_that_hangs_up_while_waiting_leaves_nothing_done(
@@ -141,7 +141,7 @@ async def test_a_client_that_hangs_up_while_waiting_leaves_nothing_done(
     await tap(platform, card)
     assert toolbox.calls == []  # the grant waits for the identical call to come back
     outcome = await call(held)
-    assert outcome.status is Status.RAN and toolbox.calls == [("notes.write", HELLO)]
+    assert outcome.status is CallStatus.RAN and toolbox.calls == [("notes.write", HELLO)]
 
 
 async def _card_appears(store) -> int:
@@ -163,7 +163,7 @@ async def test_a_card_settled_in_this_process_wakes_its_call_without_waiting_for
     await asyncio.sleep(0.05)  # the call is past its first look and waiting
     await tap(platform, card)
     outcome = await asyncio.wait_for(waiting, timeout=30)
-    assert outcome.status is Status.RAN and toolbox.calls == [("notes.write", HELLO)]
+    assert outcome.status is CallStatus.RAN and toolbox.calls == [("notes.write", HELLO)]
     assert held._waiting == {}  # nothing left registered
 
 
@@ -176,8 +176,8 @@ async def test_two_identical_calls_on_one_card_run_it_once_and_ask_no_more(
     await asyncio.sleep(0.1)  # both wait on the card
     await tap(platform, card)
     outcomes = await asyncio.wait_for(asyncio.gather(first, second), timeout=10)
-    assert sorted(o.status for o in outcomes) == [Status.DENIED, Status.RAN]
-    [loser] = [o for o in outcomes if o.status is Status.DENIED]
+    assert sorted(o.status for o in outcomes) == [CallStatus.DENIED, CallStatus.RAN]
+    [loser] = [o for o in outcomes if o.status is CallStatus.DENIED]
     assert "an identical call that waited on it ran once; this one did not run" in loser.reason
     assert toolbox.calls == [("notes.write", HELLO)] and await interaction_count(store) == 1
 
@@ -209,18 +209,20 @@ async def test_a_client_that_hangs_up_while_an_approved_tool_runs_does_not_stop_
         await asyncio.sleep(0.01)
     assert finished == [HELLO]  # it ran to its end
     again = await call(held)  # the grant is spent: a retry is a new question, and says so
-    assert again.status is Status.GATED and "already ran once, approved on card #" in again.reason
+    assert (
+        again.status is CallStatus.GATED and "already ran once, approved on card #" in again.reason
+    )
 
 
 async def test_an_agent_with_too_many_open_cards_is_refused_a_new_one(held, store, toolbox):
     for n in range(MAX_OPEN_CARDS):
-        assert (await call(held, args={"text": str(n)})).status is Status.GATED
+        assert (await call(held, args={"text": str(n)})).status is CallStatus.GATED
     refused = await call(held, args={"text": "one more"})
-    assert refused.status is Status.DENIED and "approval cards waiting" in refused.reason
+    assert refused.status is CallStatus.DENIED and "approval cards waiting" in refused.reason
     assert await interaction_count(store) == MAX_OPEN_CARDS
     # A call already waiting on its card still waits there.
     waiting = await call(held, args={"text": "0"})
-    assert waiting.status is Status.GATED and toolbox.calls == []
+    assert waiting.status is CallStatus.GATED and toolbox.calls == []
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -251,7 +253,7 @@ async def _card_appears(store) -> int:
 async def test_calls_sent_together_cannot_pass_the_card_cap(held, store):
     calls = [call(held, args={"text": str(n)}) for n in range(3 * MAX_OPEN_CARDS)]
     outcomes = await asyncio.gather(*calls)
-    assert sum(o.status is Status.GATED for o in outcomes) == MAX_OPEN_CARDS
+    assert sum(o.status is CallStatus.GATED for o in outcomes) == MAX_OPEN_CARDS
     assert await interaction_count(store) == MAX_OPEN_CARDS
 
 
@@ -279,6 +281,6 @@ async def test_the_next_identical_call_waits_for_the_one_using_the_grant_to_end(
     assert not second.done()  # the turn is still the running call's
     finish.set()
     outcome = await asyncio.wait_for(second, timeout=10)
-    assert outcome.status is Status.DENIED and "this one did not run" in outcome.reason
+    assert outcome.status is CallStatus.DENIED and "this one did not run" in outcome.reason
     assert await interaction_count(store) == 1  # nobody was asked again
     assert held._settling == {} and held._running == set()

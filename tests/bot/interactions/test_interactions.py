@@ -21,7 +21,13 @@ from bot.chat.codes import CodeVerifier
 from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind
 from bot.chat.views import cards
 from bot.errors import PairingLocked
-from bot.interactions.interaction import Ask, Kind, Outcome, Status, TimeoutPolicy
+from bot.interactions.interaction import (
+    Ask,
+    InteractionOutcome,
+    InteractionStatus,
+    Kind,
+    TimeoutPolicy,
+)
 from bot.store.database import Store
 from bot.store.tables import interactions as interactions_table
 from tests.helpers.interactions import (
@@ -100,7 +106,10 @@ async def test_of_twenty_concurrent_approvals_exactly_one_wins(
 
     [winner] = [reply for reply in replies if reply.changed]
     settled = await asker.get(card.id)
-    assert (settled.status, settled.outcome) == (Status.RESOLVED, Outcome.APPROVED)
+    assert (settled.status, settled.outcome) == (
+        InteractionStatus.RESOLVED,
+        InteractionOutcome.APPROVED,
+    )
     assert settled.resolved_by == winner.interaction.resolved_by
     name = settled.resolved_by_name
     assert winner.text.startswith(f"✅ Approved by {name} at ")
@@ -125,9 +134,12 @@ async def test_an_approve_tap_after_the_deadline_expires_the_card_and_grants_not
     reply = await asker.tap(card.id, "approve", ALICE, "Alice", codes_ready=False)
 
     assert reply.text.startswith("Already settled: ⌛ Expired at ")
-    assert reply.interaction.status is Status.EXPIRED
+    assert reply.interaction.status is InteractionStatus.EXPIRED
     stored = await asker.get(card.id)
-    assert (stored.status, stored.outcome) == (Status.EXPIRED, Outcome.EXPIRED)
+    assert (stored.status, stored.outcome) == (
+        InteractionStatus.EXPIRED,
+        InteractionOutcome.EXPIRED,
+    )
     assert stored.resolved_by is None and stored.resolved_at == card.expires_at
     assert await grant_rows(store) == []
     assert len(await audit_rows(store, AuditEvent.EXPIRED)) == 1
@@ -150,10 +162,13 @@ async def test_expire_settles_a_due_card_once(store, enqueue, asker):
 
     expired = await asker.expire(due.id)
 
-    assert (expired.status, expired.outcome) == (Status.EXPIRED, Outcome.EXPIRED)
+    assert (expired.status, expired.outcome) == (
+        InteractionStatus.EXPIRED,
+        InteractionOutcome.EXPIRED,
+    )
     assert await asker.expire(due.id) is None
     assert await asker.due_for_expiry() == []
-    assert (await asker.get(not_due.id)).status is Status.PENDING
+    assert (await asker.get(not_due.id)).status is InteractionStatus.PENDING
     assert await grant_rows(store) == []
     assert enqueue.continuations() == [("resume", {"task": 7, "interaction_id": due.id})]
     late = await asker.tap(due.id, "approve", ALICE, "Alice", codes_ready=False)
@@ -172,7 +187,7 @@ async def test_a_hold_card_never_expires(store, asker):
 
     reply = await asker.tap(card.id, "ack", ALICE, "Alice", codes_ready=False)
 
-    assert reply.changed and reply.interaction.outcome == Outcome.ACKNOWLEDGED
+    assert reply.changed and reply.interaction.outcome == InteractionOutcome.ACKNOWLEDGED
 
 
 async def test_an_approval_must_name_one_call_bound_to_its_hash(store, asker):
@@ -204,13 +219,13 @@ async def test_a_step_up_approval_needs_a_valid_code_from_whoever_tapped(
     tapped = await asker.tap(card.id, "approve", ALICE, "Alice", codes_ready=True)
     assert tapped.changed and "6-digit code" in tapped.text
     waiting = await asker.get(card.id)
-    assert (waiting.status, waiting.code_from) == (Status.AWAITING_CODE, ALICE)
+    assert (waiting.status, waiting.code_from) == (InteractionStatus.AWAITING_CODE, ALICE)
     assert await grant_rows(store) == [] and enqueue.continuations() == []
     assert len(await audit_rows(store, AuditEvent.CODE_ASKED)) == 1
 
     wrong = await asker.submit_code(ALICE, "Alice", clock.wrong_code(), verifier)
     assert not wrong.changed and "not valid" in wrong.text and "still waiting" in wrong.text
-    assert (await asker.get(card.id)).status is Status.AWAITING_CODE
+    assert (await asker.get(card.id)).status is InteractionStatus.AWAITING_CODE
     assert len(await audit_rows(store, AuditEvent.CODE_REFUSED)) == 1
 
     # Bob owes no code: his message is an ordinary one, and the code is not spent.
@@ -220,7 +235,7 @@ async def test_a_step_up_approval_needs_a_valid_code_from_whoever_tapped(
     granted = await asker.submit_code(ALICE, "Alice", clock.code(), verifier)
 
     assert granted.changed and granted.text.startswith("✅ Approved by Alice at ")
-    assert (await asker.get(card.id)).status is Status.RESOLVED
+    assert (await asker.get(card.id)).status is InteractionStatus.RESOLVED
     [grant] = await grant_rows(store)
     assert (grant.interaction_id, grant.granted_by, grant.used_at) == (card.id, ALICE, None)
     assert enqueue.continuations() == [("resume", {"task": 7, "interaction_id": card.id})]
@@ -241,7 +256,7 @@ async def test_a_code_grants_one_step_up_card_and_is_refused_on_the_next(
 
     assert not replayed.changed and "already used" in replayed.text
     assert [g.interaction_id for g in await grant_rows(store)] == [second.id]
-    assert (await asker.get(first.id)).status is Status.AWAITING_CODE
+    assert (await asker.get(first.id)).status is InteractionStatus.AWAITING_CODE
     clock.moment += STEP
     assert (await asker.submit_code(ALICE, "Alice", clock.code(), verifier)).changed
     assert [g.interaction_id for g in await grant_rows(store)] == [second.id, first.id]
@@ -255,7 +270,7 @@ async def test_a_code_goes_to_the_card_tapped_last_and_no_other(store, asker, ve
 
     assert (await asker.submit_code(ALICE, "Alice", clock.code(), verifier)).changed
     assert [g.interaction_id for g in await grant_rows(store)] == [first.id]
-    assert (await asker.get(second.id)).status is Status.PENDING  # waits for a tap again
+    assert (await asker.get(second.id)).status is InteractionStatus.PENDING  # waits for a tap again
 
 
 async def test_five_wrong_codes_lock_the_approval_out(store, asker, verifier, clock):
@@ -268,7 +283,7 @@ async def test_five_wrong_codes_lock_the_approval_out(store, asker, verifier, cl
     with pytest.raises(PairingLocked):
         await asker.submit_code(ALICE, "Alice", clock.code(), verifier)
 
-    assert (await asker.get(card.id)).status is Status.AWAITING_CODE
+    assert (await asker.get(card.id)).status is InteractionStatus.AWAITING_CODE
     assert await grant_rows(store) == []
 
 
@@ -276,7 +291,7 @@ async def test_step_up_without_a_totp_secret_starts_nothing(store, asker):
     card = await asker.create(approval(step_up=True))
     reply = await asker.tap(card.id, "approve", ALICE, "Alice", codes_ready=False)
     assert not reply.changed and "none is set up" in reply.text
-    assert (await asker.get(card.id)).status is Status.PENDING
+    assert (await asker.get(card.id)).status is InteractionStatus.PENDING
 
 
 async def test_deny_on_a_step_up_card_needs_no_code(store, enqueue, asker):
@@ -297,7 +312,7 @@ async def test_a_code_after_the_deadline_expires_the_card(store, asker, verifier
     reply = await asker.submit_code(ALICE, "Alice", clock.code(), verifier)
 
     assert reply.text.startswith("Already settled: ⌛ Expired at ")
-    assert (await asker.get(card.id)).status is Status.EXPIRED
+    assert (await asker.get(card.id)).status is InteractionStatus.EXPIRED
     assert await grant_rows(store) == []
 
 
@@ -307,10 +322,17 @@ async def test_a_code_after_the_deadline_expires_the_card(store, asker, verifier
 @pytest.mark.parametrize(
     ("kind", "options", "choice", "outcome", "answer", "receipt"),
     [
-        (Kind.CHOICE, ("red", "green", "blue"), "1", Outcome.CHOSEN, "green", "☑️ Chosen: green"),
-        (Kind.ACKNOWLEDGEMENT, (), "ack", Outcome.ACKNOWLEDGED, None, "👍 Acknowledged"),
-        (Kind.QUESTION, (), "skip", Outcome.SKIPPED, None, "⏭ Skipped"),
-        (Kind.APPROVAL, (), "deny", Outcome.DENIED, None, "❌ Denied"),
+        (
+            Kind.CHOICE,
+            ("red", "green", "blue"),
+            "1",
+            InteractionOutcome.CHOSEN,
+            "green",
+            "☑️ Chosen: green",
+        ),
+        (Kind.ACKNOWLEDGEMENT, (), "ack", InteractionOutcome.ACKNOWLEDGED, None, "👍 Acknowledged"),
+        (Kind.QUESTION, (), "skip", InteractionOutcome.SKIPPED, None, "⏭ Skipped"),
+        (Kind.APPROVAL, (), "deny", InteractionOutcome.DENIED, None, "❌ Denied"),
     ],
 )
 async def test_a_tap_resolves_each_kind_with_its_outcome(
@@ -323,7 +345,11 @@ async def test_a_tap_resolves_each_kind_with_its_outcome(
 
     assert reply.changed and reply.text.startswith(f"{receipt} by Alice at ")
     stored = await asker.get(card.id)
-    assert (stored.status, stored.outcome, stored.answer) == (Status.RESOLVED, outcome, answer)
+    assert (stored.status, stored.outcome, stored.answer) == (
+        InteractionStatus.RESOLVED,
+        outcome,
+        answer,
+    )
     assert (stored.resolved_by, stored.resolved_by_name) == (ALICE, "Alice")
     assert await grant_rows(store) == []
     assert enqueue.continuations() == [("resume", {"task": 7, "interaction_id": card.id})]
@@ -350,7 +376,7 @@ async def test_a_reply_to_a_question_card_is_its_answer(store, enqueue, asker):
 
     assert reply.changed and reply.text == "Answer passed to scribe."
     stored = await asker.get(card.id)
-    assert (stored.outcome, stored.answer) == (Outcome.ANSWERED, "Tuesday at ten")
+    assert (stored.outcome, stored.answer) == (InteractionOutcome.ANSWERED, "Tuesday at ten")
     assert enqueue.continuations() == [("resume", {"task": 7, "interaction_id": card.id})]
     assert await asker.notes_for("scribe") == []
     # A second reply to the answered question is a note, not a new answer.
@@ -370,7 +396,7 @@ async def test_a_reply_to_an_approval_card_is_a_note_for_its_agent(store, enqueu
     assert first.changed and first.text.startswith("Noted for scribe")
     assert await asker.notes_for("scribe") == ["only on weekdays", "and never to production"]
     assert await asker.notes_for("someone-else") == []
-    assert (await asker.get(card.id)).status is Status.PENDING
+    assert (await asker.get(card.id)).status is InteractionStatus.PENDING
     assert len(await audit_rows(store, AuditEvent.NOTE)) == 2
     assert enqueue.continuations() == []
 
@@ -393,7 +419,7 @@ async def test_a_continuation_is_claimed_once(store, database_url, asker):
             await extra.close()
 
     [claimed] = [c for c in claims if c is not None]
-    assert (claimed.id, claimed.outcome) == (card.id, Outcome.APPROVED)
+    assert (claimed.id, claimed.outcome) == (card.id, InteractionOutcome.APPROVED)
     assert await asker.claim_continuation(card.id) is None
 
 
@@ -443,7 +469,7 @@ async def test_a_tap_with_an_unknown_choice_changes_nothing(
     reply = await asker.tap(card.id, choice, ALICE, "Alice", codes_ready=True)
 
     assert not reply.changed and "nothing was done" in reply.text
-    assert (await asker.get(card.id)).status is Status.PENDING
+    assert (await asker.get(card.id)).status is InteractionStatus.PENDING
     assert len(enqueue.calls) == delivered
     assert await grant_rows(store) == []
     assert await edits_of(store, (await card_rows(store, card.id))[0]["id"]) == []

@@ -9,9 +9,9 @@ import dataclasses
 
 import pytest
 
-from bot.interactions.interaction import Interaction, Outcome
+from bot.interactions.interaction import Interaction, InteractionOutcome
 from bot.tasks.capture import Capture, Origin
-from bot.tasks.inbox import CARD_OPTIONS, DROP, MAX_OPEN_CARDS, Inbox, Step
+from bot.tasks.inbox import CARD_OPTIONS, DROP, MAX_OPEN_CARDS, Inbox, TriageStep
 from bot.tasks.task import Closed, State
 from bot.tasks.tasks import Tasks
 from bot.tasks.triage import Conditions, RuleTriager, Triage, TriageRule
@@ -35,7 +35,7 @@ async def new_task(tasks: Tasks, message_id: int, text: str, **overrides) -> int
 
 async def settled(interactions, interaction_id: int, answer: str | None, **changes) -> Interaction:
     card = await interactions.get(interaction_id)
-    values = {"outcome": Outcome.CHOSEN, "answer": answer, "resolved_by_name": "Alice"}
+    values = {"outcome": InteractionOutcome.CHOSEN, "answer": answer, "resolved_by_name": "Alice"}
     return dataclasses.replace(card, **{**values, **changes})
 
 
@@ -43,9 +43,9 @@ async def test_a_rule_verdict_applies_and_no_card_is_made(parts):
     tasks, interactions, inbox = parts
     task_id = await new_task(tasks, 1, "An article on bees")
     result = await inbox.triage(task_id)
-    assert result.step is Step.TRIAGED and result.verdict == RULE.triage()
+    assert result.step is TriageStep.TRIAGED and result.verdict == RULE.triage()
     assert result.task.state is State.SOMEDAY and result.task.labels == ("read",)
-    assert (await inbox.triage(task_id)).step is Step.SKIPPED
+    assert (await inbox.triage(task_id)).step is TriageStep.SKIPPED
     assert await interactions.open_count(agent="triage") == 0
 
 
@@ -53,7 +53,7 @@ async def test_without_a_verdict_one_card_asks_however_often_triage_runs(parts):
     tasks, interactions, inbox = parts
     task_id = await new_task(tasks, 1, "Buy milk\nsemi-skimmed")
     results = await asyncio.gather(*(inbox.triage(task_id) for _ in range(5)))
-    assert sorted(r.step for r in results).count(Step.ASKED) == 1
+    assert sorted(r.step for r in results).count(TriageStep.ASKED) == 1
     assert await interactions.open_count(agent="triage") == 1
     task = await tasks.get(task_id)
     card = await interactions.get(task.triage_interaction_id)
@@ -69,7 +69,7 @@ async def test_no_more_than_a_handful_of_cards_wait_at_once(parts):
     tasks, interactions, inbox = parts
     ids = [await new_task(tasks, n, f"thing {n}") for n in range(1, MAX_OPEN_CARDS + 3)]
     steps = [(await inbox.triage(task_id)).step for task_id in ids]
-    assert steps.count(Step.ASKED) == MAX_OPEN_CARDS
+    assert steps.count(TriageStep.ASKED) == MAX_OPEN_CARDS
     assert await tasks.untriaged() == ids[MAX_OPEN_CARDS:]
 
 
@@ -79,9 +79,9 @@ async def test_tasks_out_of_the_inbox_or_closed_are_skipped(parts):
     closed = await new_task(tasks, 2, "two")
     await tasks.triage(moved, Triage(State.NEXT, "owner Alice"))
     await tasks.close(closed, Closed.DONE)
-    assert (await inbox.triage(moved)).step is Step.SKIPPED
-    assert (await inbox.triage(closed)).step is Step.SKIPPED
-    assert (await inbox.triage(999)).step is Step.SKIPPED
+    assert (await inbox.triage(moved)).step is TriageStep.SKIPPED
+    assert (await inbox.triage(closed)).step is TriageStep.SKIPPED
+    assert (await inbox.triage(999)).step is TriageStep.SKIPPED
     assert await interactions.open_count(agent="triage") == 0
 
 
@@ -89,7 +89,7 @@ async def test_each_answer_on_the_card(parts):
     tasks, interactions, inbox = parts
     ids = [await new_task(tasks, n, f"thing {n}") for n in range(1, 5)]
     for task_id in ids:
-        assert (await inbox.triage(task_id)).step is Step.ASKED
+        assert (await inbox.triage(task_id)).step is TriageStep.ASKED
     cards = [(await tasks.get(task_id)).triage_interaction_id for task_id in ids]
 
     text = await inbox.answer(ids[0], await settled(interactions, cards[0], "@waiting"))
@@ -104,7 +104,7 @@ async def test_each_answer_on_the_card(parts):
     assert text == f"Task {ids[2]} → @reference: thing 3"
     assert (await tasks.get(ids[2])).closed_as is Closed.FILED
 
-    skipped = await settled(interactions, cards[3], None, outcome=Outcome.EXPIRED)
+    skipped = await settled(interactions, cards[3], None, outcome=InteractionOutcome.EXPIRED)
     assert await inbox.answer(ids[3], skipped) == f"Task {ids[3]} stays in the inbox."
     assert (await tasks.get(ids[3])).state is State.INBOX
 

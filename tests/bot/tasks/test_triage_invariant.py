@@ -17,7 +17,13 @@ import pytest
 
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.views import tasks as task_views
-from bot.interactions.interaction import Interaction, Kind, Outcome, Status, TimeoutPolicy
+from bot.interactions.interaction import (
+    Interaction,
+    InteractionOutcome,
+    InteractionStatus,
+    Kind,
+    TimeoutPolicy,
+)
 from bot.tasks import inbox, triage
 from bot.tasks.capture import Capture, Origin
 from bot.tasks.task import Closed, State
@@ -56,8 +62,8 @@ def settled_card(task_id: int, option: str) -> Interaction:
         args=None,
         args_hash=None,
         step_up=False,
-        status=Status.RESOLVED,
-        outcome=Outcome.CHOSEN,
+        status=InteractionStatus.RESOLVED,
+        outcome=InteractionOutcome.CHOSEN,
         answer=option,
         timeout_policy=TimeoutPolicy.HOLD,
         expires_at=None,

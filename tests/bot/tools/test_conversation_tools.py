@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from bot.actions.actions import Status
+from bot.actions.actions import CallStatus
 from bot.actions.audit import AuditEvent
 from bot.chat.outbox import Outbox
 from bot.config.settings import Settings
@@ -60,14 +60,14 @@ async def call(platform: Platform, tool: str, args: dict, agent: str = "scribe")
 
 async def ran(platform: Platform, tool: str, args: dict, agent: str = "scribe"):
     outcome = await call(platform, tool, args, agent)
-    assert outcome.status is Status.RAN, outcome.reason
+    assert outcome.status is CallStatus.RAN, outcome.reason
     return outcome.result
 
 
 async def refused(platform: Platform, tool: str, args: dict, agent: str = "scribe") -> str:
     """The sentence a refused call comes back with (the tool ran and refused)."""
     outcome = await call(platform, tool, args, agent)
-    assert outcome.status is Status.FAILED, outcome
+    assert outcome.status is CallStatus.FAILED, outcome
     prefix = f"{tool} failed: ToolRefused: "
     assert outcome.reason.startswith(prefix)
     return outcome.reason.removeprefix(prefix)
@@ -329,7 +329,7 @@ async def test_no_argument_can_claim_another_sender(platform, store):
 
     outcome = await call(platform, "messages.send", claim)
 
-    assert outcome.status is Status.DENIED and "schema" in outcome.reason
+    assert outcome.status is CallStatus.DENIED and "schema" in outcome.reason
     assert await message_count(store) == 0
 
 
@@ -401,5 +401,8 @@ async def test_talk_and_read_run_at_once_and_an_agent_not_granted_a_tool_is_deni
         ("owner.answer", {"card": card}),
     ):
         outcome = await call(platform, tool, args, "reader")
-        assert outcome.status is Status.DENIED and outcome.reason == f"reader is not granted {tool}"
+        assert (
+            outcome.status is CallStatus.DENIED
+            and outcome.reason == f"reader is not granted {tool}"
+        )
     assert await interaction_count(store) == 1 and await message_count(store) == 1

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from bot.actions.actions import Caller, Status
+from bot.actions.actions import Caller, CallStatus
 from bot.agents.agent_run import RunOrigin
 from bot.chat.outbox import OUTGOING, OutboxKind, outgoing_path
 from bot.config.settings import Settings
@@ -310,7 +310,7 @@ async def test_what_changes_the_machine_waits_for_a_tap_and_a_code(
     (workdir / "deploy.sh").chmod(0o755)
     outcome = await platform.actions.perform("builder", tool, args, chat_id=CHAT)
 
-    assert outcome.status is Status.GATED
+    assert outcome.status is CallStatus.GATED
     assert ("TOTP code" in outcome.reason) is code
     card = await platform.interactions.get(outcome.interaction_id)
     assert card.step_up is code and card.tool == tool
@@ -322,7 +322,7 @@ async def test_what_changes_the_machine_waits_for_a_tap_and_a_code(
 
 async def test_listing_the_recipes_runs_at_once(platform, workdir):
     outcome = await platform.actions.perform("builder", "deploy.recipes", {}, chat_id=CHAT)
-    assert outcome.status is Status.RAN
+    assert outcome.status is CallStatus.RAN
     assert [recipe["name"] for recipe in outcome.result["recipes"]] == ["site"]
 
 
