@@ -24,7 +24,7 @@ import aiosqlite.core
 import dramatiq
 import redis
 
-from bot.actions.actions import CallStatus, Continuation
+from bot.actions.call import CallStatus, Continuation, ToolCall
 from bot.agents import demo
 from bot.chat.views.cards import CALLBACK_KIND, SETTLED
 from emulator import DEFAULT_USER
@@ -210,11 +210,9 @@ class TapBench:
         round trips to aiosqlite's thread in each."""
         i = self.count = self.count + 1  # a new call each time: no grant or open card reused
         token = f"tap-{self.run}-{i}"
+        args = {"name": f"bench-{self.run}-{i}.txt", "text": "from bench/approvals.py"}
         outcome = await self.platform.actions.perform(
-            demo.AGENT,
-            "demo.write_file",
-            {"name": f"bench-{self.run}-{i}.txt", "text": "from bench/approvals.py"},
-            chat_id=OWNER_CHAT,
+            ToolCall(demo.AGENT, "demo.write_file", args, OWNER_CHAT),
             continuation=Continuation(CONTINUATION_ACTOR, {"token": token}),
         )
         if outcome.status is not CallStatus.GATED:

@@ -12,7 +12,7 @@ import asyncio
 
 import dramatiq
 
-from bot.actions.actions import CallStatus, Continuation
+from bot.actions.call import CallStatus, Continuation, ToolCall
 from bot.agents import demo
 from bot.interactions.interactions import InteractionOutcome
 from jobs.broker import require_broker
@@ -47,9 +47,8 @@ async def demo_step(
         return {"steps_done": 0}
     current = plan[step]
     continuation = Continuation("demo_step", {"chat_id": chat_id, "run": run, "step": step})
-    outcome = await platform.actions.perform(
-        demo.AGENT, current.tool, current.args, chat_id=chat_id, continuation=continuation
-    )
+    call = ToolCall(demo.AGENT, current.tool, current.args, chat_id)
+    outcome = await platform.actions.perform(call, continuation=continuation)
     label = f"Step {step + 1}/{total}, {current.what}"
     if outcome.status is CallStatus.GATED:
         await res.say(

@@ -19,14 +19,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.actions.actions import CallOutcome, CallStatus, Continuation
+from bot.actions.call import CallOutcome, CallStatus, Continuation, ToolCall
 from bot.agents.agent_run import AgentRun
 from bot.agents.agent_runs import AgentRuns
 from bot.agents.profiles import AgentProfile
 from bot.errors import Parked
 from bot.interactions.interaction import Interaction, InteractionOutcome
 from bot.timeutil import now
-from policies.canonical import approval_hash
 
 CONTINUE_ACTOR = "run_agent"
 
@@ -69,12 +68,9 @@ class RunContext:
         """Ask for a tool call through the gate; raises Parked when it waits for a card."""
         settled, self.settled = self.settled, None
         self.state.pop("continued_from", None)  # the card answers this one call, no other
+        call = ToolCall(self.agent.slug, tool, args, self.run.chat_id, self.run.id)
         if settled is not None and settled.outcome != InteractionOutcome.APPROVED:
-            try:
-                same_call = settled.args_hash == approval_hash(self.agent.slug, tool, args)
-            except (TypeError, ValueError):
-                same_call = False
-            if same_call:
+            if call.is_for(settled.args_hash):
                 self.effects["calls_refused"] += 1
                 return CallOutcome(
                     CallStatus.DENIED,
@@ -83,12 +79,7 @@ class RunContext:
                     interaction_id=settled.id,
                 )
         outcome = await self.perform(
-            self.agent.slug,
-            tool,
-            args,
-            chat_id=self.run.chat_id,
-            run_id=self.run.id,
-            continuation=Continuation(CONTINUE_ACTOR, {"run_id": self.run.id}),
+            call, continuation=Continuation(CONTINUE_ACTOR, {"run_id": self.run.id})
         )
         if outcome.status is CallStatus.GATED:
             self.effects["cards_asked"] += 1

@@ -34,8 +34,8 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aegis.mcp.listener import MCP_PATH
-from bot.actions.actions import CallOutcome, CallStatus
 from bot.actions.audit import AuditEvent
+from bot.actions.call import CallOutcome, CallStatus, ToolCall
 from bot.actions.held_calls import HeldCalls
 from bot.agents.tokens import AgentTokens, TokenHolder
 from bot.core import Platform
@@ -158,9 +158,8 @@ class ServedTools:
 
     async def _held(self, holder: TokenHolder, tool: str, args: Any, progress) -> CallOutcome:
         chat_id = await self._chat_for(holder)
-        return await self.held.call(
-            holder.agent, tool, args, chat_id=chat_id, run_id=holder.run_id, progress=progress
-        )
+        call = ToolCall(holder.agent, tool, args, chat_id, holder.run_id)
+        return await self.held.call(call, progress=progress)
 
     async def _chat_for(self, holder: TokenHolder) -> int | None:
         if holder.run_id is not None:

@@ -1,2 +1,3 @@
-"""A tool call from decision to result: the one call path, grants, held calls and the audit trail.
+"""A tool call from decision to result: the call as a value, the one call path, grants, held
+calls and the audit trail.
 """

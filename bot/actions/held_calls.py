@@ -35,14 +35,14 @@ from datetime import timedelta
 
 from sqlalchemy import case, func, select
 
-from bot.actions.actions import Actions, CallOutcome, CallStatus
+from bot.actions.actions import Actions
 from bot.actions.audit import Audit, AuditEvent
+from bot.actions.call import CallOutcome, CallStatus, Ruling, ToolCall
 from bot.interactions.interaction import OPEN, InteractionOutcome, Kind
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import grants, interactions
 from bot.timeutil import now
-from policies.canonical import approval_hash
-from policies.decision import Gate, decide
+from policies.decision import Gate
 
 logger = logging.getLogger(__name__)
 HOLD_SECONDS = 25.0
@@ -104,31 +104,24 @@ class HeldCalls:
         for event in self._waiting.get(card, ()):
             event.set()
 
-    async def call(
-        self,
-        agent: str,
-        tool: str,
-        args,
-        *,
-        chat_id: int | None,
-        run_id: int | None = None,
-        progress: Progress = _no_progress,
-    ) -> CallOutcome:
+    async def call(self, call: ToolCall, *, progress: Progress = _no_progress) -> CallOutcome:
         """Make the call through the gate; if it is gated, hold it until the card is settled
-        or ``hold`` seconds have passed, whichever is first. ``chat_id`` None: no chat to ask
-        in, so only what the gate allows outright can run."""
-        if isinstance(decide(self.actions.catalog, agent, tool, args), Gate):
+        or ``hold`` seconds have passed, whichever is first. A call with no chat to ask in
+        (``chat_id`` None) runs only what the gate allows outright."""
+        agent = call.agent
+        if call.args_hash is None:
+            return await self._perform(call, None)  # the gate refuses it, saying why
+        ruling = self.actions.rule(call)
+        if isinstance(ruling.decision, Gate):
             # One gated call of an agent at a time counts its cards and makes its own, so calls
             # sent together cannot all pass the cap (one web process serves MCP).
             async with self._asking.setdefault(agent, asyncio.Lock()):
-                refused = await self._before_asking(agent, tool, args, chat_id)
+                refused = await self._before_asking(call)
                 if refused is not None:
                     return refused
-                outcome = await self._perform(agent, tool, args, chat_id, run_id)
+                outcome = await self._perform(call, ruling)
         else:
-            # A chat is only needed for a card, and only a gated call makes one.
-            chat_id = chat_id if chat_id is not None else 0
-            outcome = await self._perform(agent, tool, args, chat_id, run_id)
+            outcome = await self._perform(call, ruling)
         if outcome.status is not CallStatus.GATED:
             return outcome
         card = outcome.interaction_id
@@ -139,7 +132,7 @@ class HeldCalls:
         self._waiting.setdefault(card, set()).add(settled)
         self._held[agent] += 1
         try:
-            return await self._hold(card, settled, progress, agent, tool, args, chat_id, run_id)
+            return await self._hold(card, settled, progress, call, ruling)
         finally:
             self._held[agent] -= 1
             waiters = self._waiting.get(card, set())
@@ -147,9 +140,7 @@ class HeldCalls:
             if not waiters:
                 self._waiting.pop(card, None)
 
-    async def _hold(
-        self, card, settled, progress, agent, tool, args, chat_id, run_id
-    ) -> CallOutcome:
+    async def _hold(self, card, settled, progress, call: ToolCall, ruling: Ruling) -> CallOutcome:
         started = time.monotonic()
         deadline = started + self.hold
         next_note = started
@@ -166,10 +157,10 @@ class HeldCalls:
                     CallStatus.DENIED, f"card #{card} is gone; nothing was done", None, card
                 )
             if status not in OPEN:
-                return await self._settled(card, answer, agent, tool, args, chat_id, run_id)
+                return await self._settled(card, answer, call, ruling)
             moment = time.monotonic()
             if moment >= deadline:
-                ran_on = await self.ran_before(agent, tool, args)
+                ran_on = await self.ran_before(call)
                 return CallOutcome(
                     CallStatus.GATED, _still_waiting(card, self.hold, ran_on), None, card
                 )
@@ -177,13 +168,13 @@ class HeldCalls:
                 wait = min(self.poll, deadline - moment, max(0.0, next_note - moment))
                 await asyncio.wait_for(settled.wait(), timeout=wait)
 
-    async def _settled(self, card, answer, agent, tool, args, chat_id, run_id) -> CallOutcome:
+    async def _settled(self, card, answer, call: ToolCall, ruling: Ruling) -> CallOutcome:
         if answer != InteractionOutcome.APPROVED:
             return _refusal(card, answer)
         # Approved: the identical call again, which uses the grant. Identical calls held on
         # the same card take turns here: the first uses the grant, and the others, finding it
         # gone, must not ask again.
-        args_hash = approval_hash(agent, tool, args)
+        args_hash = call.args_hash
         turn = self._settling.setdefault(args_hash, GrantTurn())
         turn.wanted += 1
         try:
@@ -207,9 +198,7 @@ class HeldCalls:
                 None,
                 card,
             )
-        return await self._perform(
-            agent, tool, args, chat_id, run_id, then=lambda: self._leave(args_hash, turn, True)
-        )
+        return await self._perform(call, ruling, then=lambda: self._leave(args_hash, turn, True))
 
     def _leave(self, args_hash: str, turn: GrantTurn, locked: bool) -> None:
         if locked:
@@ -218,13 +207,11 @@ class HeldCalls:
         if turn.wanted == 0 and self._settling.get(args_hash) is turn:
             del self._settling[args_hash]
 
-    async def _perform(self, agent, tool, args, chat_id, run_id, then=None) -> CallOutcome:
+    async def _perform(self, call: ToolCall, ruling: Ruling | None, then=None) -> CallOutcome:
         """The call through the gate, as a task of its own: once a call may use its grant, the
         tool runs to its end even if the client hangs up (its result is then lost to the
         client, never half-done), and how it ended is still seen (``then``, and the log)."""
-        task = asyncio.ensure_future(
-            self.actions.perform(agent, tool, args, chat_id=chat_id, run_id=run_id)
-        )
+        task = asyncio.ensure_future(self.actions.perform(call, ruling=ruling))
         self._running.add(task)
 
         def ended(task: asyncio.Task) -> None:
@@ -232,7 +219,9 @@ class HeldCalls:
             if then is not None:
                 then()
             if not task.cancelled() and task.exception() is not None:
-                logger.error("%s's call of %s failed", agent, tool, exc_info=task.exception())
+                logger.error(
+                    "%s's call of %s failed", call.agent, call.tool, exc_info=task.exception()
+                )
 
         task.add_done_callback(ended)
         return await asyncio.shield(task)
@@ -248,17 +237,14 @@ class HeldCalls:
                 rows = (await conn.execute(query)).all()
         return tuple(rows[0]) if rows else (None, None)
 
-    async def _before_asking(self, agent, tool, args, chat_id) -> CallOutcome | None:
+    async def _before_asking(self, call: ToolCall) -> CallOutcome | None:
         """Why this call, which the gate would hold, may not ask the owner now; None if it may."""
-        try:
-            args_hash = approval_hash(agent, tool, args)
-        except (TypeError, ValueError):
-            return None  # the gate refuses such arguments itself, with the reason
+        agent, args_hash = call.agent, call.args_hash
         reason = None
         refused = await self._refused_before(args_hash)
         if refused is not None:
             reason = _refusal(*refused)
-        elif chat_id is None:
+        elif call.chat_id is None:
             reason = CallOutcome(
                 CallStatus.DENIED,
                 "aegis knows no owner chat to ask in (set AEGIS_OWNER_IDS), so it runs nothing "
@@ -278,7 +264,7 @@ class HeldCalls:
                 AuditEvent.DENIED,
                 f"not asked again: {reason.reason}",
                 agent=agent,
-                tool=tool,
+                tool=call.tool,
                 args_hash=args_hash,
                 interaction_id=reason.interaction_id,
             )
@@ -321,12 +307,12 @@ class HeldCalls:
             count, same = (await conn.execute(query)).one()
         return count, bool(same)
 
-    async def ran_before(self, agent: str, tool: str, args) -> int | None:
+    async def ran_before(self, call: ToolCall) -> int | None:
         """The card whose grant this identical call used within the grant's lifetime, if any."""
         query = (
             select(grants.c.interaction_id)
             .where(
-                grants.c.args_hash == approval_hash(agent, tool, args),
+                grants.c.args_hash == call.args_hash,
                 grants.c.used_at > now() - REFUSAL_MEMORY,
             )
             .order_by(grants.c.id.desc())

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.actions.actions import Caller
+from bot.actions.call import Caller
 from bot.agents.profiles import AgentProfile, HarnessKind, ScriptStep
 from bot.timeutil import now
 from policies.tools import AgentSpec, Effect, ToolSpec, object_schema

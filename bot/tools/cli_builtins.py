@@ -17,7 +17,7 @@ from bot.errors import ToolRefused
 from bot.tools.declarations import CLI_FAMILY
 
 if TYPE_CHECKING:
-    from bot.actions.actions import Caller, ToolFunction
+    from bot.actions.call import Caller, ToolFunction
     from bot.core import Platform
 
 

@@ -31,7 +31,7 @@ from bot.timeutil import now
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from bot.actions.actions import Caller, ToolFunction
+    from bot.actions.call import Caller, ToolFunction
     from bot.core import Platform
 
 MAX_OPEN_CARDS = 5

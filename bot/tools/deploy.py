@@ -23,7 +23,7 @@ from bot.tools.processes import run_bounded
 from bot.tools.workdir import caller_run, ceiling
 
 if TYPE_CHECKING:
-    from bot.actions.actions import Caller, Explainer, ToolFunction
+    from bot.actions.call import Caller, Explainer, ToolFunction
     from bot.core import Platform
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.actions.actions import CallOutcome, CallStatus
+from bot.actions.call import CallOutcome, CallStatus
 from bot.errors import NameClash
 from policies.tools import Catalog, Effect
 

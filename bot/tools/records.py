@@ -15,7 +15,7 @@ from bot.tasks.notes import NoteKind, add_note
 from bot.tasks.task import Closed, State, Task, parse_label
 
 if TYPE_CHECKING:
-    from bot.actions.actions import Caller, ToolFunction
+    from bot.actions.call import Caller, ToolFunction
     from bot.core import Platform
 
 

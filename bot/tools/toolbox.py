@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from bot.tools import cli_builtins, conversation, deploy, records, workdir
 
 if TYPE_CHECKING:
-    from bot.actions.actions import Explainer, ToolFunction
+    from bot.actions.call import Explainer, ToolFunction
     from bot.core import Platform
 
 FAMILIES = (records, conversation, workdir, deploy, cli_builtins)

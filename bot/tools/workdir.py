@@ -25,7 +25,7 @@ from bot.timeutil import now
 from bot.tools.processes import run_bounded
 
 if TYPE_CHECKING:
-    from bot.actions.actions import Caller, ToolFunction
+    from bot.actions.call import Caller, ToolFunction
     from bot.agents.agent_run import AgentRun
     from bot.core import Platform
 

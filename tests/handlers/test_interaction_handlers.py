@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyotp
 
+from bot.actions.call import ToolCall
 from bot.config.secrets import SecretFiles
 from handlers.interactions import NO_CARD_OWES_A_CODE
 from tests.helpers.stack import OWNER_CHAT, eventually
@@ -80,14 +81,11 @@ async def test_the_demo_reads_then_waits_for_a_tap_then_for_a_tap_and_a_code(sta
 
 async def gated_write(stack, text: str = "hi", **continuation):
     """Ask the call path for the demo agent's write, as a worker would: it leaves a card."""
-    from bot.actions.actions import Continuation
+    from bot.actions.call import Continuation
 
     await stack.send("/start")  # Telegram knows a chat only once the user has written in it
     return await stack.services.platform.actions.perform(
-        "demo",
-        "demo.write_file",
-        {"name": "note.txt", "text": text},
-        chat_id=OWNER_CHAT,
+        ToolCall("demo", "demo.write_file", {"name": "note.txt", "text": text}, OWNER_CHAT),
         continuation=Continuation("demo_step", continuation) if continuation else None,
     )
 
@@ -210,7 +208,7 @@ async def test_a_code_from_an_account_that_did_not_tap_approves_nothing(stack):
     SecretFiles(stack.settings.data_dir).put("totp", secret)
     await stack.send("/start")
     outcome = await stack.services.platform.actions.perform(
-        "demo", "demo.delete_file", {"name": "x.txt"}, chat_id=OWNER_CHAT
+        ToolCall("demo", "demo.delete_file", {"name": "x.txt"}, OWNER_CHAT)
     )
     card = await wait_for_text(stack, f"card #{outcome.interaction_id}")
     await tap(stack, card, "Approve (then a code)")

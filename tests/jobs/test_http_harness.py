@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from bot.actions.actions import CallOutcome, CallStatus
+from bot.actions.call import CallOutcome, CallStatus
 from bot.agents.agent_run import RunState
 from bot.agents.ledger import Ledger
 from bot.agents.profiles import AgentProfile, HarnessKind

@@ -14,8 +14,8 @@ from datetime import timedelta
 
 import pytest
 
-from bot.actions.actions import CallStatus, Continuation
 from bot.actions.audit import AuditEvent
+from bot.actions.call import CallStatus, Continuation, ToolCall
 from bot.chat.codes import CodeVerifier
 from bot.config.settings import Settings
 from bot.core import Platform
@@ -57,7 +57,7 @@ def platform(tmp_path, store, enqueue, toolbox) -> Platform:
 
 
 async def perform(platform: Platform, args=HELLO, *, agent="scribe", tool="notes.write", **kw):
-    return await platform.actions.perform(agent, tool, args, chat_id=CHAT, **kw)
+    return await platform.actions.perform(ToolCall(agent, tool, args, CHAT), **kw)
 
 
 async def approve(platform: Platform, interaction_id: int, choice: str = "approve"):
@@ -82,7 +82,7 @@ async def test_a_read_runs_at_once(platform, store, toolbox):
 async def test_the_demo_agents_read_runs_with_the_built_in_toolbox(tmp_path, store, enqueue):
     settings = Settings(data_dir=tmp_path, config_file=tmp_path / "aegis.yaml", _env_file=None)
     platform = Platform.build(settings, store, SIGNER, enqueue)
-    outcome = await platform.actions.perform("demo", "demo.read_clock", {}, chat_id=CHAT)
+    outcome = await platform.actions.perform(ToolCall("demo", "demo.read_clock", {}, CHAT))
     assert outcome.ran and outcome.result.startswith("the server clock says")
 
 

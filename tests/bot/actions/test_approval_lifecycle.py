@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import select
 
-from bot.actions.actions import CallStatus
+from bot.actions.call import CallStatus, ToolCall
 from bot.chat import codes
 from bot.chat.codes import CodeVerifier
 from bot.errors import PairingLocked
@@ -145,7 +145,7 @@ class ApprovalLifecycle(RuleBasedStateMachine):
         self.last_call = call
         tool, args = CALLS[call]
         args_hash = hash_of(call)
-        outcome = self.run(self.platform.actions.perform(AGENT, tool, args, chat_id=CHAT))
+        outcome = self.run(self.platform.actions.perform(ToolCall(AGENT, tool, args, CHAT)))
 
         live = [grant for grant in self.grants if grant.args_hash == args_hash and grant.live]
         if live:

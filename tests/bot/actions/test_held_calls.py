@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from bot.actions.actions import CallStatus
+from bot.actions.call import CallStatus, ToolCall
 from bot.actions.held_calls import MAX_OPEN_CARDS, REFUSAL_MEMORY, HeldCalls
 from bot.core import Platform
 from bot.interactions.interaction import InteractionStatus
@@ -45,7 +45,7 @@ def held(platform) -> HeldCalls:
 
 
 async def call(held: HeldCalls, tool="notes.write", args=HELLO, **kw):
-    return await held.call("scribe", tool, args, chat_id=CHAT, **kw)
+    return await held.call(ToolCall("scribe", tool, args, CHAT), **kw)
 
 
 async def only_card(store) -> int:
@@ -242,14 +242,6 @@ async def test_the_fast_refusal_lookup_agrees_with_the_sqlalchemy_one(held, plat
     assert fast == slow == (card, "denied") and none is None
 
 
-async def _card_appears(store) -> int:
-    for _ in range(200):
-        if await interaction_count(store):
-            return await only_card(store)
-        await asyncio.sleep(0.01)
-    raise AssertionError("no card was made")
-
-
 async def test_calls_sent_together_cannot_pass_the_card_cap(held, store):
     calls = [call(held, args={"text": str(n)}) for n in range(3 * MAX_OPEN_CARDS)]
     outcomes = await asyncio.gather(*calls)
@@ -271,10 +263,11 @@ async def test_the_next_identical_call_waits_for_the_one_using_the_grant_to_end(
     card = (await call(held)).interaction_id  # held, then told to retry
     await tap(platform, card)
     # Two identical calls woken by the approval, the first to take the turn gets the grant.
-    woken = ("scribe", "notes.write", HELLO, CHAT, None)
-    first = asyncio.create_task(held._settled(card, "approved", *woken))
+    woken = ToolCall("scribe", "notes.write", HELLO, CHAT)
+    ruling = platform.actions.rule(woken)
+    first = asyncio.create_task(held._settled(card, "approved", woken, ruling))
     await asyncio.wait_for(started.wait(), timeout=10)
-    second = asyncio.create_task(held._settled(card, "approved", *woken))
+    second = asyncio.create_task(held._settled(card, "approved", woken, ruling))
     await asyncio.sleep(0.05)
     first.cancel()  # its client hangs up while the tool runs
     await asyncio.sleep(0.05)

@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from bot.actions.actions import CallStatus
 from bot.actions.audit import AuditEvent
+from bot.actions.call import CallStatus, ToolCall
 from bot.chat.outbox import Outbox
 from bot.config.settings import Settings
 from bot.core import Platform
@@ -55,7 +55,7 @@ def platform(tmp_path, store, enqueue) -> Platform:
 
 
 async def call(platform: Platform, tool: str, args: dict, agent: str = "scribe"):
-    return await platform.actions.perform(agent, tool, args, chat_id=CHAT)
+    return await platform.actions.perform(ToolCall(agent, tool, args, CHAT))
 
 
 async def ran(platform: Platform, tool: str, args: dict, agent: str = "scribe"):

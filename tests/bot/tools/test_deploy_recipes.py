@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.actions.actions import Caller
+from bot.actions.call import Caller
 from bot.config.file import load_config
 from bot.config.settings import Settings
 from bot.core import Platform

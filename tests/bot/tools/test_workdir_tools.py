@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from bot.actions.actions import Caller, CallStatus
+from bot.actions.call import Caller, CallStatus, ToolCall
 from bot.agents.agent_run import RunOrigin
 from bot.chat.outbox import OUTGOING, OutboxKind, outgoing_path
 from bot.config.settings import Settings
@@ -308,7 +308,7 @@ async def test_what_changes_the_machine_waits_for_a_tap_and_a_code(
 ):
     (workdir / "deploy.sh").write_text("#!/bin/sh\ntouch ran\n")
     (workdir / "deploy.sh").chmod(0o755)
-    outcome = await platform.actions.perform("builder", tool, args, chat_id=CHAT)
+    outcome = await platform.actions.perform(ToolCall("builder", tool, args, CHAT))
 
     assert outcome.status is CallStatus.GATED
     assert ("TOTP code" in outcome.reason) is code
@@ -321,7 +321,7 @@ async def test_what_changes_the_machine_waits_for_a_tap_and_a_code(
 
 
 async def test_listing_the_recipes_runs_at_once(platform, workdir):
-    outcome = await platform.actions.perform("builder", "deploy.recipes", {}, chat_id=CHAT)
+    outcome = await platform.actions.perform(ToolCall("builder", "deploy.recipes", {}, CHAT))
     assert outcome.status is CallStatus.RAN
     assert [recipe["name"] for recipe in outcome.result["recipes"]] == ["site"]
 
@@ -332,7 +332,7 @@ async def test_an_approved_deploy_runs_only_what_its_card_showed(tmp_path, platf
     (workdir / "other.sh").write_text("#!/bin/sh\ntouch other-ran\n")
     (workdir / "other.sh").chmod(0o755)
     gated = await platform.actions.perform(
-        "builder", "deploy.run", {"recipe": "site"}, chat_id=CHAT
+        ToolCall("builder", "deploy.run", {"recipe": "site"}, CHAT)
     )
     card = gated.interaction_id
     run = platform.actions.toolbox["deploy.run"]

@@ -1,0 +1,103 @@
+"""A tool call as one value: who asks, for which tool, with which arguments and their approval
+hash, computed once; the gate's ruling on it; and how it came out.
+
+The call path (bot/actions/actions.py) takes a ``ToolCall`` and returns a ``CallOutcome`` that
+carries the decision it made, so nobody downstream decides or hashes the same call again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.canonical import approval_hash
+from policies.decision import Allow, Deny, Gate
+from policies.tools import Catalog
+
+Decision = Allow | Gate | Deny
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a tool runs for: the agent, the chat its owner reads, and its run (None when the
+    call comes from outside a run, such as an MCP client holding the agent's lasting token).
+    Tools read this, never their arguments, to know who asks."""
+
+    agent: str
+    chat_id: int
+    run_id: int | None = None
+    card: int | None = None  # the approval card whose grant this call is using, if any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call an agent asks for. ``chat_id`` None: there is no chat to ask in, so only what
+    the gate allows outright can run. ``args_hash`` is the design's approval hash, or None with
+    ``unhashable`` saying why when the arguments are not plain JSON (the gate refuses those)."""
+
+    agent: str
+    tool: str
+    args: Any
+    chat_id: int | None = None
+    run_id: int | None = None
+    args_hash: str | None = field(init=False, default=None)
+    unhashable: str | None = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "args_hash", approval_hash(self.agent, self.tool, self.args))
+        except (TypeError, ValueError) as exc:
+            object.__setattr__(self, "unhashable", f"the arguments are not plain JSON: {exc}")
+
+    def caller(self, card: int | None = None) -> Caller:
+        chat = self.chat_id if self.chat_id is not None else 0  # only a card needs a chat
+        return Caller(self.agent, chat, self.run_id, card)
+
+    def is_for(self, args_hash: str | None) -> bool:
+        """Whether a card or grant made for ``args_hash`` is for exactly this call."""
+        return self.args_hash is not None and self.args_hash == args_hash
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """The gate's decision on a call and the catalog it was made under: it holds for as long
+    as that catalog is the one in force (aegis.yaml may change while a call waits)."""
+
+    decision: Decision
+    catalog: Catalog
+
+
+class CallStatus(enum.StrEnum):
+    RAN = "ran"  # the tool ran; ``result`` holds what it returned
+    GATED = "gated"  # waiting for the owner: retry the identical call once approved
+    DENIED = "denied"  # refused by policy; retrying will not help
+    FAILED = "failed"  # allowed, but the tool raised
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    status: CallStatus
+    reason: str
+    result: Any = None
+    interaction_id: int | None = None
+    decision: Decision | None = None  # what the gate decided; None when it was not asked
+
+    @property
+    def ran(self) -> bool:
+        return self.status is CallStatus.RAN
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """Where a gated call resumes: the actor enqueued when its card is settled."""
+
+    actor: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+ToolFunction = Callable[[Any, Caller], Awaitable[Any]]
+# What a call would do, in words, for its card where the arguments alone do not show it (a
+# deploy recipe's name says nothing of the command it runs); None when there is nothing to add.
+Explainer = Callable[[Any], str | None]
