@@ -103,7 +103,7 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
     context.intake = Intake(
         application,
         UpdateLog(store, bot_id(bot), first_retry=first_retry),
-        replies_gathered=services.platform.deliveries_gathered,
+        replies_gathered=services.platform.outbox.deliveries_gathered,
     )
     stop = asyncio.Event()
     tasks = [

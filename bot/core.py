@@ -4,12 +4,9 @@ each build one."""
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
 
 from bot.actions.actions import Actions
 from bot.actions.audit import Audit
@@ -36,18 +33,6 @@ from bot.tools.toolbox import platform_explainers, platform_functions
 from policies.tools import Catalog
 
 logger = logging.getLogger(__name__)
-# While set, deliveries are asked for once per chat at the end (Platform.deliveries_gathered).
-_gathered: ContextVar[_Gathered | None] = ContextVar("gathered_deliveries", default=None)
-
-
-@dataclass
-class _Gathered:
-    """The first row queued for each chat within a ``deliveries_gathered`` block. A task
-    started inside the block keeps seeing it after the block ends (it has a copy of the
-    context), so ``ended`` tells ``say`` to ask for a delivery itself from then on."""
-
-    first_of_chat: dict[int, int]
-    ended: bool = False
 
 
 @dataclass
@@ -83,59 +68,6 @@ class Platform:
     def agents(self) -> dict[str, AgentProfile]:
         return self.config.current().agents
 
-    async def say(
-        self,
-        chat_id: int,
-        text: str,
-        *,
-        key: str | None = None,
-        reply_markup: dict[str, Any] | None = None,
-        reply_to: int | None = None,
-    ) -> int:
-        """Queue a message in the outbox and ask a worker to deliver it; returns its row id.
-
-        If the broker is down the row stays in the outbox and the sweep delivers it later, so
-        this does not fail the caller.
-        """
-        outbox_id, new = await self.outbox.put(
-            chat_id,
-            text,
-            reply_markup=reply_markup,
-            reply_to_message_id=reply_to,
-            idempotency_key=key,
-        )
-        if new:
-            gathered = _gathered.get()
-            if gathered is None or gathered.ended:
-                await self._ask_delivery(outbox_id)
-            else:
-                gathered.first_of_chat.setdefault(chat_id, outbox_id)
-        return outbox_id
-
-    @contextlib.asynccontextmanager
-    async def deliveries_gathered(self) -> AsyncIterator[None]:
-        """Within, what ``say`` queues is delivered by one job per chat, asked for at the end.
-
-        A delivery sends its chat's undelivered messages oldest first, draining the chat; when
-        it is asked for at the end, every message queued within is committed, so one job per
-        chat sends them all. Asked for one by one, the others would find nothing left to send.
-        """
-        gathered = _Gathered({})
-        token = _gathered.set(gathered)
-        try:
-            yield
-        finally:
-            _gathered.reset(token)
-            gathered.ended = True
-            for outbox_id in gathered.first_of_chat.values():
-                await self._ask_delivery(outbox_id)
-
-    async def _ask_delivery(self, outbox_id: int) -> None:
-        try:
-            await self.interactions.enqueue("deliver", outbox_id)
-        except BrokerError:
-            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
-
     async def start_run(
         self,
         agent: str,
@@ -170,8 +102,8 @@ class Platform:
             key=key,
         )
         if new:
+            await self.outbox.ask_delivery(run.progress_outbox_id)
             try:
-                await self.interactions.enqueue("deliver", run.progress_outbox_id)
                 await self.interactions.enqueue("run_agent", run.id)
             except BrokerError:
                 logger.warning("broker down: run %s waits for the run sweep", run.id)
@@ -179,22 +111,20 @@ class Platform:
 
     async def show_run(self, run: AgentRun) -> None:
         """Edit the run's progress message to what the run is now."""
-        if run.progress_outbox_id is None:
-            return
-        async with self.outbox.store.write() as conn:
-            outbox_id = await self.outbox.add(
-                conn, run.chat_id, progress_text(run), edit_of=run.progress_outbox_id
+        if run.progress_outbox_id is not None:
+            await self.outbox.send_edit(
+                run.chat_id, progress_text(run), edit_of=run.progress_outbox_id
             )
-        try:
-            await self.interactions.enqueue("deliver", outbox_id)
-        except BrokerError:
-            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
 
     @classmethod
     def build(
         cls, settings: Settings, store: Store, signer: CallbackSigner, enqueue: Enqueue
     ) -> Platform:
-        outbox = Outbox(store, file_over_chars=settings.outbox_file_over_chars)
+        outbox = Outbox(
+            store,
+            file_over_chars=settings.outbox_file_over_chars,
+            deliver=functools.partial(enqueue, "deliver"),
+        )
         approvals = Approvals(store)
         interactions = Interactions(store, outbox, signer, enqueue)
         config = LiveConfig(settings.config_file)

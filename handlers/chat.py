@@ -71,7 +71,7 @@ async def refresh_status(
     query = update.callback_query
     svc = services(context)
     await query.answer("Refreshed")
-    await svc.say(
+    await svc.platform.outbox.send(
         query.message.chat.id,
         await status_text(svc),
         key=f"reply:{update.update_id}",

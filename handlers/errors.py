@@ -45,7 +45,7 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     logger.error("handler failed", exc_info=error)
     if isinstance(update, Update) and update.effective_chat is not None:
-        await services(context).say(
+        await services(context).platform.outbox.send(
             update.effective_chat.id,
             f"Sorry, that failed on my side (logged as update {update.update_id}).",
             key=f"error:{update.update_id}",

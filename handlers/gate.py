@@ -65,7 +65,7 @@ async def _passes(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
         with contextlib.suppress(TelegramError):  # a tap too old to answer is still refused
             await update.callback_query.answer()
     if due:
-        await svc.say(chat.id, REFUSAL, key=f"refusal:{update.update_id}")
+        await svc.platform.outbox.send(chat.id, REFUSAL, key=f"refusal:{update.update_id}")
     return False
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from telegram import Update
 from telegram.ext import ContextTypes
@@ -44,20 +43,6 @@ class Services:
         secret = self.totp_secret()
         return CodeVerifier(self.store, secret) if secret else None
 
-    async def say(
-        self,
-        chat_id: int,
-        text: str,
-        *,
-        key: str | None = None,
-        reply_markup: dict[str, Any] | None = None,
-        reply_to: int | None = None,
-    ) -> int:
-        """Queue a message and ask for its delivery (see ``Platform.say``)."""
-        return await self.platform.say(
-            chat_id, text, key=key, reply_markup=reply_markup, reply_to=reply_to
-        )
-
 
 def services(context: ContextTypes.DEFAULT_TYPE) -> Services:
     return context.application.bot_data[SERVICES_KEY]
@@ -66,7 +51,7 @@ def services(context: ContextTypes.DEFAULT_TYPE) -> Services:
 async def reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options) -> None:
     """Answer the update in its chat, once: a redelivered update finds its answer queued."""
     message = update.effective_message
-    await services(context).say(
+    await services(context).platform.outbox.send(
         message.chat_id,
         text,
         key=f"reply:{update.update_id}",

@@ -248,10 +248,7 @@ class Runner:
         await self.platform.show_run(run)
 
     async def _say(self, text: str, key: str) -> None:
-        await self.platform.say(self.run.chat_id, text, key=key)
-
-    async def _deliver(self, outbox_id: int) -> None:
-        await self._enqueue("deliver", outbox_id)
+        await self.platform.outbox.send(self.run.chat_id, text, key=key)
 
     async def _enqueue(self, actor: str, *args) -> None:
         try:
@@ -272,14 +269,9 @@ async def tell_end(platform, run: AgentRun) -> None:
         text = run.result or "Done."
     else:
         text = f"Run #{run.id} {ended_how(run)}: {run.error}"
-    outbox_id, new = await platform.outbox.put(
-        run.chat_id, text, idempotency_key=end_key(run.id), reply_to_outbox=run.progress_outbox_id
+    await platform.outbox.send(
+        run.chat_id, text, key=end_key(run.id), reply_to_outbox=run.progress_outbox_id
     )
-    if new:
-        try:
-            await platform.interactions.enqueue("deliver", outbox_id)
-        except BrokerError:
-            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
 
 
 async def _stop(work: asyncio.Task) -> None:

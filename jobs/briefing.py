@@ -30,5 +30,6 @@ async def daily_briefing(schedule: str = "") -> dict:
     briefing = await gather_briefing(platform.tasks, platform.interactions, platform.runs)
     text, markup = briefing_view(platform.interactions.signer, briefing)
     for chat_id in chats:
-        await res.say(chat_id, text, key=f"briefing:{chat_id}:{briefing.day}", reply_markup=markup)
+        key = f"briefing:{chat_id}:{briefing.day}"
+        await platform.outbox.send(chat_id, text, key=key, reply_markup=markup)
     return {"briefings_sent": len(chats)}

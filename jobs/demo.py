@@ -39,10 +39,11 @@ async def demo_step(
                 f"Step {step + 1}/{total}: card #{settled.id} was {settled.outcome}, "
                 "so nothing was done."
             )
-            await res.say(chat_id, text, key=f"demo:{run}:{step}:settled")
+            await platform.outbox.send(chat_id, text, key=f"demo:{run}:{step}:settled")
             return await _next(chat_id, run, step)
     elif step == 0:
-        await res.say(chat_id, await _introduction(platform), key=f"demo:{run}:intro")
+        intro = await _introduction(platform)
+        await platform.outbox.send(chat_id, intro, key=f"demo:{run}:intro")
     if step >= total:
         return {"steps_done": 0}
     current = plan[step]
@@ -51,14 +52,14 @@ async def demo_step(
     outcome = await platform.actions.perform(call, continuation=continuation)
     label = f"Step {step + 1}/{total}, {current.what}"
     if outcome.status is CallStatus.GATED:
-        await res.say(
+        await platform.outbox.send(
             chat_id,
             f"{label}:\nwaiting on card #{outcome.interaction_id}.",
             key=f"demo:{run}:{step}:gated",
         )
         return {"cards_waiting": 1}
     detail = outcome.result if outcome.ran else outcome.reason
-    await res.say(
+    await platform.outbox.send(
         chat_id,
         f"{label}:\n{outcome.status.value}: {detail}",
         key=f"demo:{run}:{step}:{outcome.status}",
@@ -70,8 +71,8 @@ async def _next(chat_id: int, run: str, step: int) -> dict:
     if step + 1 < len(demo.steps(run)):
         await asyncio.to_thread(demo_step.send, chat_id, run, step + 1)
         return {"steps_queued": 1}
-    res = await resources()
-    await res.say(
+    outbox = (await resources()).platform.outbox
+    await outbox.send(
         chat_id, "The demo is over. /audit shows what the gate decided.", key=f"demo:{run}:done"
     )
     return {"steps_queued": 0}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import time
@@ -10,7 +9,6 @@ import time
 import dramatiq
 
 from jobs.broker import require_broker
-from jobs.delivery import deliver
 from jobs.resources import resources
 
 require_broker()
@@ -26,5 +24,5 @@ async def ping(chat_id: int, received_at: float, update_id: int) -> dict:
     )
     outbox_id, new = await res.outbox.put(chat_id, text, idempotency_key=f"ping:{update_id}")
     if new:
-        await asyncio.to_thread(deliver.send, outbox_id)  # never block the shared loop
+        await res.outbox.ask_delivery(outbox_id)
     return {"messages_queued": int(new)}

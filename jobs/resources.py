@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import dramatiq
 import redis.asyncio
@@ -39,17 +38,6 @@ class Resources:
     bot: Bot
     platform: Platform
     redis: redis.asyncio.Redis  # the broker's Redis, on this loop (the delivery's send windows)
-
-    async def say(
-        self,
-        chat_id: int,
-        text: str,
-        *,
-        key: str | None = None,
-        reply_markup: dict[str, Any] | None = None,
-    ) -> None:
-        """Queue a message and ask for its delivery (see ``Platform.say``)."""
-        await self.platform.say(chat_id, text, key=key, reply_markup=reply_markup)
 
 
 _settings: Settings | None = None

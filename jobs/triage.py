@@ -38,7 +38,7 @@ async def triage_task(task_id: int) -> dict:
     if result.step is TriageStep.TRIAGED:
         task, verdict = result.task, result.verdict
         text = f"Task {task.id} → {task.state} ({verdict.by}): {visible(task.title)}"
-        await res.say(task.chat_id, text, key=f"triaged:{task.id}")
+        await res.platform.outbox.send(task.chat_id, text, key=f"triaged:{task.id}")
     return {f"tasks_{result.step}": 1}
 
 
@@ -51,7 +51,7 @@ async def apply_triage(task_id: int, interaction_id: int) -> dict:
     if settled is None:
         return {"duplicate_continuations": 1}
     text = await platform.inbox.answer(task_id, settled)
-    await res.say(settled.chat_id, text, key=f"triage-answer:{interaction_id}")
+    await platform.outbox.send(settled.chat_id, text, key=f"triage-answer:{interaction_id}")
     return {"answers_applied": 1}
 
 
@@ -70,5 +70,7 @@ async def review_chat(chat_id: int, week: str) -> dict:
     someday, waiting = await res.platform.tasks.for_review()
     text, markup = review_view(res.platform.interactions.signer, someday, waiting)
     # One review per chat and week, however often this runs.
-    await res.say(chat_id, text, key=f"review:{chat_id}:{week}", reply_markup=markup)
+    await res.platform.outbox.send(
+        chat_id, text, key=f"review:{chat_id}:{week}", reply_markup=markup
+    )
     return {"someday_resurfaced": len(someday.tasks), "waiting_listed": len(waiting.tasks)}

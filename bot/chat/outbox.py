@@ -6,13 +6,22 @@ file past ``file_over_chars``. A delivery job claims a row with a lease (a crash
 is picked up again when the lease runs out), records each part's Telegram message id as it
 goes, so a rerun resumes after the last part sent instead of repeating it.
 
-A file an agent sends (``put_file``) is a copy under the data dir's ``outgoing/``, taken when
+The outbox is the one way to send: ``Outbox.send`` (and ``send_file``, ``send_edit``) puts the
+row and asks a worker to deliver it, through the ``deliver`` request the process gives it (the
+delivery actor, behind the broker). A broker outage never fails the sender: the row waits and
+the outbox sweep delivers it.
+
+A file an agent sends (``send_file``) is a copy under the data dir's ``outgoing/``, taken when
 the call ran, so changing the file afterwards cannot change what arrives.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,11 +31,15 @@ from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.errors import LeaseLost
+from bot.errors import BrokerError, LeaseLost
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import outbox
 from bot.timeutil import now
 
+logger = logging.getLogger(__name__)
+# Asks a worker to deliver one row (the delivery actor, by its id); raises BrokerError when the
+# broker is down.
+Deliver = Callable[[int], Awaitable[None]]
 TELEGRAM_TEXT_LIMIT = 4096
 OUTGOING = "outgoing"  # the data dir's folder of files to send, one folder per content hash
 LEASE = timedelta(seconds=60)
@@ -36,6 +49,20 @@ OLDEST_IN_CHAT_SQL = (
     " WHERE chat_id = (SELECT chat_id FROM outbox WHERE id = ?)"
     " AND status IN ('pending', 'sending'))"
 )
+
+
+@dataclass
+class _Gathered:
+    """The first row queued for each chat within a ``deliveries_gathered`` block. A task
+    started inside the block keeps seeing it after the block ends (it has a copy of the
+    context), so ``ended`` tells ``send`` to ask for a delivery itself from then on."""
+
+    first_of_chat: dict[int, int]
+    ended: bool = False
+
+
+# While set, deliveries are asked for once per chat at the end (Outbox.deliveries_gathered).
+_gathered: ContextVar[_Gathered | None] = ContextVar("gathered_deliveries", default=None)
 
 
 class OutboxStatus(enum.StrEnum):
@@ -105,11 +132,96 @@ def _flush(parts: list[str], current: str) -> list[str]:
 
 
 class Outbox:
-    """Queue messages for delivery and track each one to the end."""
+    """Queue messages, ask for their delivery, and track each one to the end.
 
-    def __init__(self, store: Store, *, file_over_chars: int = 12_000) -> None:
+    ``deliver`` is how this process asks for a delivery; without one (a test of the rows
+    alone) nothing is asked for and the sweep would send what is queued.
+    """
+
+    def __init__(
+        self, store: Store, *, file_over_chars: int = 12_000, deliver: Deliver | None = None
+    ) -> None:
         self.store = store
         self.file_over_chars = file_over_chars
+        self.deliver = deliver
+
+    # Sending: the row, then a request for its delivery
+
+    async def send(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        key: str | None = None,
+        reply_markup: dict[str, Any] | None = None,
+        reply_to: int | None = None,
+        reply_to_outbox: int | None = None,
+    ) -> int:
+        """Queue a message and ask for its delivery; returns its row id. A repeated ``key``
+        queues nothing and asks for nothing: the first send did. ``reply_to`` is a Telegram
+        message id, ``reply_to_outbox`` an earlier row of the chat."""
+        outbox_id, new = await self.put(
+            chat_id,
+            text,
+            reply_markup=reply_markup,
+            reply_to_message_id=reply_to,
+            idempotency_key=key,
+            reply_to_outbox=reply_to_outbox,
+        )
+        if new:
+            await self._ask_or_gather(chat_id, outbox_id)
+        return outbox_id
+
+    async def _ask_or_gather(self, chat_id: int, outbox_id: int) -> None:
+        gathered = _gathered.get()
+        if gathered is None or gathered.ended:
+            await self.ask_delivery(outbox_id)
+        else:  # asked for at the end of the block, once for the chat
+            gathered.first_of_chat.setdefault(chat_id, outbox_id)
+
+    async def send_file(self, chat_id: int, stored: str, *, caption: str | None = None) -> int:
+        """Queue a file kept under outgoing/ (see ``put_file``) and ask for its delivery."""
+        outbox_id = await self.put_file(chat_id, stored, caption=caption)
+        await self.ask_delivery(outbox_id)
+        return outbox_id
+
+    async def send_edit(self, chat_id: int, text: str, *, edit_of: int) -> int:
+        """Queue an edit of what the row ``edit_of`` sent and ask for its delivery."""
+        async with self.store.write() as conn:
+            outbox_id = await self.add(conn, chat_id, text, edit_of=edit_of)
+        await self.ask_delivery(outbox_id)
+        return outbox_id
+
+    async def ask_delivery(self, outbox_id: int) -> None:
+        """Ask a worker to deliver the row (one queued with ``add``, once its transaction has
+        committed). If the broker is down the row stays in the outbox and the sweep delivers
+        it later, so this does not fail the caller."""
+        if self.deliver is None:
+            return
+        try:
+            await self.deliver(outbox_id)
+        except BrokerError:
+            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+
+    @contextlib.asynccontextmanager
+    async def deliveries_gathered(self) -> AsyncIterator[None]:
+        """Within, what ``send`` queues is delivered by one job per chat, asked for at the end.
+
+        A delivery sends its chat's undelivered messages oldest first, draining the chat; when
+        it is asked for at the end, every message queued within is committed, so one job per
+        chat sends them all. Asked for one by one, the others would find nothing left to send.
+        """
+        gathered = _Gathered({})
+        token = _gathered.set(gathered)
+        try:
+            yield
+        finally:
+            _gathered.reset(token)
+            gathered.ended = True
+            for outbox_id in gathered.first_of_chat.values():
+                await self.ask_delivery(outbox_id)
+
+    # The rows
 
     async def put(
         self,

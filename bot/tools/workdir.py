@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import os
 import stat
 import tempfile
@@ -20,7 +19,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, BinaryIO
 
 from bot.chat.outbox import OUTGOING
-from bot.errors import BrokerError, ToolRefused
+from bot.errors import ToolRefused
 from bot.timeutil import now
 from bot.tools.processes import run_bounded
 
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
     from bot.actions.call import Caller, ToolFunction
     from bot.agents.agent_run import AgentRun
     from bot.core import Platform
-
-logger = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 50 * 1024 * 1024  # what a bot may upload to Telegram
 COPY_CHUNK = 1024 * 1024
@@ -147,13 +144,7 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
         )
         outgoing = platform.settings.data_dir / OUTGOING
         stored, size = await asyncio.to_thread(keep_copy, source, outgoing)
-        outbox_id = await platform.outbox.put_file(
-            caller.chat_id, stored, caption=args.get("caption")
-        )
-        try:
-            await platform.interactions.enqueue("deliver", outbox_id)
-        except BrokerError:  # the row waits in the outbox; the sweep sends it
-            logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+        await platform.outbox.send_file(caller.chat_id, stored, caption=args.get("caption"))
         return {"sent": source.name, "bytes": size}
 
     return {"shell.run": run_shell, "files.send": send_file}

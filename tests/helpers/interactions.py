@@ -4,6 +4,7 @@ checks (grants, audit events, a card's outbox rows)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -92,7 +93,10 @@ class Clock:
 
 
 def make_interactions(store: Store, enqueue: RecordingEnqueue) -> Interactions:
-    return Interactions(store, Outbox(store), SIGNER, enqueue)
+    """Interactions over an outbox that asks for its deliveries through ``enqueue``, as
+    ``Platform.build`` wires them."""
+    outbox = Outbox(store, deliver=functools.partial(enqueue, "deliver"))
+    return Interactions(store, outbox, SIGNER, enqueue)
 
 
 def approval(

@@ -33,7 +33,7 @@ def keyboard(signer: CallbackSigner, choice: str = "ok") -> dict:
 
 
 async def test_a_message_arrives_once_and_its_row_records_the_telegram_id(stack):
-    outbox_id = await stack.services.say(OWNER_CHAT, "hello from the outbox")
+    outbox_id = await stack.services.platform.outbox.send(OWNER_CHAT, "hello from the outbox")
     row = await settled_row(stack, outbox_id)
     assert row["status"] == "sent" and row["sent_at"] is not None and row["last_error"] is None
     [message] = await stack.bot_messages()
@@ -72,11 +72,11 @@ async def test_a_polled_batch_asks_for_one_delivery_per_chat_which_sends_its_rep
 
 
 async def test_a_repeated_idempotency_key_sends_nothing_more(stack):
-    first = await stack.services.say(OWNER_CHAT, "only once", key="test:once")
+    first = await stack.services.platform.outbox.send(OWNER_CHAT, "only once", key="test:once")
     await settled_row(stack, first)
-    again = await stack.services.say(OWNER_CHAT, "only once", key="test:once")
+    again = await stack.services.platform.outbox.send(OWNER_CHAT, "only once", key="test:once")
     assert again == first
-    fence = await stack.services.say(OWNER_CHAT, "a later message")
+    fence = await stack.services.platform.outbox.send(OWNER_CHAT, "a later message")
     await settled_row(stack, fence)
     assert await bot_texts(stack) == ["only once", "a later message"]
 
@@ -86,7 +86,7 @@ async def test_ten_thousand_characters_arrive_as_three_parts_split_at_lines(stac
     text = "\n".join(lines) + "\n"
     assert len(text) == 10_000
     markup = keyboard(stack.services.signer)
-    outbox_id = await stack.services.say(OWNER_CHAT, text, reply_markup=markup)
+    outbox_id = await stack.services.platform.outbox.send(OWNER_CHAT, text, reply_markup=markup)
     row = await settled_row(stack, outbox_id)
     assert row["status"] == "sent"
 
@@ -112,7 +112,7 @@ async def test_a_text_past_the_file_limit_arrives_as_a_document(
         text = "".join(f"row {number}: ünïcödé ✓\n" for number in range(400))
         assert len(text) > 5_000
         markup = keyboard(stack.services.signer)
-        outbox_id = await stack.services.say(OWNER_CHAT, text, reply_markup=markup)
+        outbox_id = await stack.services.platform.outbox.send(OWNER_CHAT, text, reply_markup=markup)
         assert (await settled_row(stack, outbox_id))["status"] == "sent"
         [message] = await stack.bot_messages()
         document = message["document"]
@@ -127,8 +127,8 @@ async def test_messages_to_one_chat_keep_their_order_when_queued_together(stack)
     texts = [f"message {number}" for number in range(8)]
     other = [f"elsewhere {number}" for number in range(3)]
     ids = await asyncio.gather(
-        *(stack.services.say(OWNER_CHAT, text) for text in texts),
-        *(stack.services.say(OTHER_CHAT, text) for text in other),
+        *(stack.services.platform.outbox.send(OWNER_CHAT, text) for text in texts),
+        *(stack.services.platform.outbox.send(OTHER_CHAT, text) for text in other),
     )
     for outbox_id in ids:
         assert (await settled_row(stack, outbox_id))["status"] == "sent"
@@ -140,7 +140,7 @@ async def test_messages_to_one_chat_keep_their_order_when_queued_together(stack)
 
 
 async def test_a_duplicate_delivery_message_does_not_send_twice(stack):
-    outbox_id = await stack.services.say(OWNER_CHAT, "exactly once")
+    outbox_id = await stack.services.platform.outbox.send(OWNER_CHAT, "exactly once")
     await settled_row(stack, outbox_id)
     deliver = stack.broker.get_actor("deliver")
     duplicate = deliver.send(outbox_id)
@@ -159,9 +159,11 @@ async def test_a_duplicate_delivery_message_does_not_send_twice(stack):
 
 async def test_a_message_telegram_refuses_does_not_hold_back_the_next_one_in_its_drain(stack):
     too_long = {"inline_keyboard": [[{"text": "x", "callback_data": "y" * 65}]]}
-    async with stack.services.platform.deliveries_gathered():  # one delivery for both
-        refused = await stack.services.say(OWNER_CHAT, "refused", reply_markup=too_long)
-        after = await stack.services.say(OWNER_CHAT, "after the refusal")
+    async with stack.services.platform.outbox.deliveries_gathered():  # one delivery for both
+        refused = await stack.services.platform.outbox.send(
+            OWNER_CHAT, "refused", reply_markup=too_long
+        )
+        after = await stack.services.platform.outbox.send(OWNER_CHAT, "after the refusal")
     assert (await settled_row(stack, refused))["status"] == "failed"
     assert (await settled_row(stack, after))["status"] == "sent"  # long before the sweep
 
@@ -176,7 +178,7 @@ async def test_a_message_telegram_refuses_does_not_hold_back_the_next_one_in_its
 
 async def test_a_user_who_blocked_the_bot_fails_the_row_for_good(stack):
     await stack.emulator.block(OWNER_CHAT)
-    outbox_id = await stack.services.say(OWNER_CHAT, "you blocked me")
+    outbox_id = await stack.services.platform.outbox.send(OWNER_CHAT, "you blocked me")
     row = await settled_row(stack, outbox_id)
     assert row["status"] == "failed"
     assert "Forbidden" in row["last_error"] and "blocked" in row["last_error"]
@@ -196,7 +198,7 @@ async def test_a_user_who_blocked_the_bot_fails_the_row_for_good(stack):
 
 
 async def test_every_delivery_writes_a_run_with_a_summary(stack):
-    ids = [await stack.services.say(OWNER_CHAT, f"counted {n}") for n in range(3)]
+    ids = [await stack.services.platform.outbox.send(OWNER_CHAT, f"counted {n}") for n in range(3)]
     for outbox_id in ids:
         await settled_row(stack, outbox_id)
 
@@ -223,7 +225,7 @@ async def test_our_rate_limit_keeps_telegram_from_refusing_anything(
     ) as stack:
         await stack.emulator.set_flood(True, per_chat_per_second=1, global_per_second=30)
         texts = [f"paced {n}" for n in range(4)]
-        ids = [await stack.services.say(OWNER_CHAT, text) for text in texts]
+        ids = [await stack.services.platform.outbox.send(OWNER_CHAT, text) for text in texts]
         for outbox_id in ids:
             assert (await settled_row(stack, outbox_id, timeout=15))["status"] == "sent"
         assert await bot_texts(stack) == texts
@@ -236,7 +238,7 @@ async def test_a_429_is_honoured_and_every_message_arrives_once_in_order(stack):
     # Our limiter is at 1000/s here (make_settings), so only Telegram's 429s hold us back.
     await stack.emulator.set_flood(True, per_chat_per_second=1, global_per_second=30)
     texts = [f"flooded {n}" for n in range(4)]
-    ids = [await stack.services.say(OWNER_CHAT, text) for text in texts]
+    ids = [await stack.services.platform.outbox.send(OWNER_CHAT, text) for text in texts]
     for outbox_id in ids:
         assert (await settled_row(stack, outbox_id, timeout=15))["status"] == "sent"
     assert await bot_texts(stack) == texts
