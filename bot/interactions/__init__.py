@@ -1,2 +1,1 @@
-"""Interactions: every human handoff as one row, how an answer settles it, and its continuation.
-"""
+"""Interactions: every human handoff as one row, how an answer settles it, and its continuation."""

@@ -1,36 +1,40 @@
 """How a person's answer settles a card: a tap on one of its buttons, a TOTP code owed for an
 irreversible approval, or a text reply (an answer to a question, else a note for the agent).
 
-A mixin of ``Interactions`` (bot/interactions/interactions.py), which owns the row, its one
-compare-and-set (``_resolve``, ``_expire``) and what is announced after the commit; this module only
-decides which of those an answer means, and what to tell the person who gave it.
+A collaborator of ``Interactions`` (bot/interactions/interactions.py), which owns the row, every
+compare-and-set on it (``resolve_in``, ``expire_in``, ``await_code_in``) and what is announced after
+the commit; this module only decides which of those an answer means, and what to tell the person
+who gave it.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import or_, select, update
+from typing import TYPE_CHECKING
 
 from bot.actions.audit import Audit, AuditEvent, audit_card
 from bot.chat.codes import CodeVerifier
 from bot.chat.views import cards
 from bot.interactions.interaction import (
-    OPEN,
     Effects,
-    Interaction,
     InteractionOutcome,
-    InteractionStatus,
     Kind,
     Reply,
 )
-from bot.store.tables import interaction_cards, interactions
-from bot.store.tables import outbox as outbox_table
 from bot.tasks.notes import NoteKind, add_note
 from bot.timeutil import now
 
-CARDS_SCANNED_FOR_REPLIES = 500
+if TYPE_CHECKING:
+    from bot.interactions.interactions import Interactions
 
 
 class Answers:
+    """Decides what an answer means and what to tell the person who gave it; every change to a
+    row goes through ``Interactions``, which owns the table."""
+
+    def __init__(self, cards: Interactions) -> None:
+        self.cards = cards
+        self.store = cards.store
+
     async def tap(
         self, interaction_id: int, choice: str, user_id: int, user_name: str, *, codes_ready: bool
     ) -> Reply:
@@ -41,12 +45,12 @@ class Answers:
             reply = await self._tap(
                 conn, interaction_id, choice, user_id, user_name, codes_ready, effects
             )
-        await self.announce(effects)
+        await self.cards.announce(effects)
         return reply
 
     async def _tap(self, conn, interaction_id, choice, user_id, user_name, codes_ready, effects):
         moment = now()
-        interaction = await self._get(conn, interaction_id)
+        interaction = await self.cards.get_in(conn, interaction_id)
         if interaction is None:
             await Audit.add(
                 conn, AuditEvent.TAP_REFUSED, f"no card #{interaction_id}", user_id=user_id
@@ -55,7 +59,7 @@ class Answers:
         if not interaction.is_open:
             return Reply(cards.settled_answer(interaction), interaction)
         if interaction.is_due(moment):
-            expired = await self._expire(conn, interaction, moment, effects)
+            expired = await self.cards.expire_in(conn, interaction, moment, effects)
             return Reply(cards.settled_answer(expired), expired, changed=True)
         meaning = interaction.outcome_of(choice)
         if meaning is None:
@@ -65,11 +69,11 @@ class Answers:
         outcome, option = meaning
         if outcome is InteractionOutcome.APPROVED and interaction.step_up:
             return await self._ask_for_code(conn, interaction, user_id, codes_ready, effects)
-        resolved = await self._resolve(
+        resolved = await self.cards.resolve_in(
             conn, interaction, outcome, user_id, user_name, moment, effects, answer=option
         )
         if resolved is None:  # lost the race: say what the winner did
-            current = await self._get(conn, interaction.id)
+            current = await self.cards.get_in(conn, interaction.id)
             return Reply(cards.settled_answer(current), current)
         return Reply(cards.tap_receipt(resolved), resolved, changed=True)
 
@@ -80,29 +84,9 @@ class Answers:
                 "the server. Nothing was done.",
                 interaction,
             )
-        moment = now()
-        # One card at a time waits for this account's code: the one it tapped last, and the
-        # one the prompt names. Any other goes back to waiting for a tap.
-        await conn.execute(
-            update(interactions)
-            .where(
-                interactions.c.status == InteractionStatus.AWAITING_CODE,
-                interactions.c.code_from == user_id,
-                interactions.c.id != interaction.id,
-            )
-            .values(status=InteractionStatus.PENDING, code_from=None)
-        )
-        asked = await conn.execute(
-            update(interactions)
-            .where(
-                interactions.c.id == interaction.id,
-                interactions.c.status.in_(OPEN),
-                or_(interactions.c.expires_at.is_(None), interactions.c.expires_at > moment),
-            )
-            .values(status=InteractionStatus.AWAITING_CODE, code_from=user_id)
-        )
-        if asked.rowcount != 1:  # settled meanwhile (Postgres lets taps race this far)
-            current = await self._get(conn, interaction.id)
+        if not await self.cards.await_code_in(conn, interaction, user_id, now()):
+            # settled meanwhile (Postgres lets taps race this far)
+            current = await self.cards.get_in(conn, interaction.id)
             return Reply(cards.settled_answer(current), current)
         detail = f"card #{interaction.id} owes a code"
         await audit_card(conn, AuditEvent.CODE_ASKED, detail, interaction, user_id)
@@ -110,7 +94,7 @@ class Answers:
             f"Card #{interaction.id} cannot be undone. To approve it, send the current 6-digit "
             "code from your authenticator app. Nothing happens until a valid code arrives."
         )
-        effects.outbox_ids.append(await self.outbox.add(conn, interaction.chat_id, text))
+        effects.outbox_ids.append(await self.cards.outbox.add(conn, interaction.chat_id, text))
         return Reply("Now send your 6-digit code to approve.", interaction, changed=True)
 
     async def submit_code(
@@ -121,23 +105,18 @@ class Answers:
         after too many wrong codes."""
         effects = Effects()
         async with self.store.write() as conn:
-            owed = select(interactions).where(
-                interactions.c.status == InteractionStatus.AWAITING_CODE,
-                interactions.c.code_from == user_id,
-            )
-            row = (await conn.execute(owed.order_by(interactions.c.id.desc()).limit(1))).first()
-            if row is None:
+            interaction = await self.cards.owed_code_in(conn, user_id)
+            if interaction is None:
                 return None
-            interaction = Interaction.from_row(row)
             moment = now()
             if interaction.is_due(moment):
-                expired = await self._expire(conn, interaction, moment, effects)
+                expired = await self.cards.expire_in(conn, interaction, moment, effects)
                 reply = Reply(cards.settled_answer(expired), expired, changed=True)
             else:
                 reply = await self._grant_with_code(
                     conn, interaction, user_id, user_name, code, verifier, effects
                 )
-        await self.announce(effects)
+        await self.cards.announce(effects)
         return reply
 
     async def _grant_with_code(
@@ -148,7 +127,7 @@ class Answers:
             detail = f"card #{interaction.id}: {refusal}"
             await audit_card(conn, AuditEvent.CODE_REFUSED, detail, interaction, user_id)
             return Reply(f"{refusal} Card #{interaction.id} is still waiting.", interaction)
-        resolved = await self._resolve(
+        resolved = await self.cards.resolve_in(
             conn,
             interaction,
             InteractionOutcome.APPROVED,
@@ -159,7 +138,7 @@ class Answers:
             code_from=user_id,
         )
         if resolved is None:
-            current = await self._get(conn, interaction.id)
+            current = await self.cards.get_in(conn, interaction.id)
             return Reply(cards.settled_answer(current), current)
         return Reply(cards.tap_receipt(resolved), resolved, changed=True)
 
@@ -170,13 +149,13 @@ class Answers:
         note kept for the agent that asked. None when the message replied to is no card."""
         effects = Effects()
         async with self.store.write() as conn:
-            interaction = await self._card_of_message(conn, chat_id, replied_to)
+            interaction = await self.cards.card_of_message_in(conn, chat_id, replied_to)
             if interaction is None:
                 return None
             moment = now()
             result = None
             if interaction.kind is Kind.QUESTION and interaction.is_open:
-                resolved = await self._resolve(
+                resolved = await self.cards.resolve_in(
                     conn,
                     interaction,
                     InteractionOutcome.ANSWERED,
@@ -201,20 +180,5 @@ class Answers:
                 await audit_card(conn, AuditEvent.NOTE, detail, interaction, user_id)
                 text = f"Noted for {interaction.agent}: its later runs will see this."
                 result = Reply(text, interaction, True)
-        await self.announce(effects)
+        await self.cards.announce(effects)
         return result
-
-    async def _card_of_message(self, conn, chat_id: int, message_id: int) -> Interaction | None:
-        # The Telegram ids a card was sent as live on its outbox row; the recent cards of the
-        # chat are few enough to look through.
-        query = (
-            select(interaction_cards.c.interaction_id, outbox_table.c.telegram_message_ids)
-            .join(outbox_table, outbox_table.c.id == interaction_cards.c.outbox_id)
-            .where(interaction_cards.c.chat_id == chat_id)
-            .order_by(interaction_cards.c.outbox_id.desc())
-            .limit(CARDS_SCANNED_FOR_REPLIES)
-        )
-        for interaction_id, sent_as in (await conn.execute(query)).all():
-            if message_id in (sent_as or []):
-                return await self._get(conn, interaction_id)
-        return None

@@ -41,15 +41,17 @@ from bot.interactions.interaction import (  # noqa: F401  (the service's vocabul
 )
 from bot.store.database import Store
 from bot.store.tables import interaction_cards, interactions
+from bot.store.tables import outbox as outbox_table
 from bot.tasks.notes import Notes
 from bot.timeutil import now
 from policies.canonical import approval_hash
 
 logger = logging.getLogger(__name__)
+CARDS_SCANNED_FOR_REPLIES = 500  # a reply to a card is looked for among the chat's latest
 Enqueue = Callable[..., Awaitable[None]]
 
 
-class Interactions(Answers):
+class Interactions:
     def __init__(
         self, store: Store, outbox: Outbox, signer: CallbackSigner, enqueue: Enqueue
     ) -> None:
@@ -60,6 +62,24 @@ class Interactions(Answers):
         # Told the id of each card settled in this process, once it is committed: a call held
         # open on a card (bot/actions/held_calls.py) wakes at once instead of at its next look.
         self.settled_listeners: list[Callable[[int], None]] = []
+        self.answers = Answers(self)
+
+    # Answering: a tap, a code, a reply (bot/interactions/answers.py decides what each means)
+
+    async def tap(
+        self, interaction_id: int, choice: str, user_id: int, user_name: str, *, codes_ready: bool
+    ) -> Reply:
+        return await self.answers.tap(
+            interaction_id, choice, user_id, user_name, codes_ready=codes_ready
+        )
+
+    async def submit_code(self, user_id: int, user_name: str, code: str, verifier) -> Reply | None:
+        return await self.answers.submit_code(user_id, user_name, code, verifier)
+
+    async def reply(
+        self, chat_id: int, replied_to: int, user_id: int, user_name: str, text: str
+    ) -> Reply | None:
+        return await self.answers.reply(chat_id, replied_to, user_id, user_name, text)
 
     # Asking
 
@@ -133,9 +153,42 @@ class Interactions(Answers):
         )
         return outbox_id
 
-    # Resolving and expiring
+    # Resolving and expiring: every compare-and-set on the table
 
-    async def _resolve(
+    async def await_code_in(self, conn, interaction: Interaction, user_id: int, moment) -> bool:
+        """Mark the card as owing ``user_id``'s code; False if it was settled meanwhile. One
+        card at a time waits for an account's code: the one it tapped last, and the one the
+        prompt names. Any other goes back to waiting for a tap."""
+        await conn.execute(
+            update(interactions)
+            .where(
+                interactions.c.status == InteractionStatus.AWAITING_CODE,
+                interactions.c.code_from == user_id,
+                interactions.c.id != interaction.id,
+            )
+            .values(status=InteractionStatus.PENDING, code_from=None)
+        )
+        asked = await conn.execute(
+            update(interactions)
+            .where(
+                interactions.c.id == interaction.id,
+                interactions.c.status.in_(OPEN),
+                or_(interactions.c.expires_at.is_(None), interactions.c.expires_at > moment),
+            )
+            .values(status=InteractionStatus.AWAITING_CODE, code_from=user_id)
+        )
+        return asked.rowcount == 1
+
+    async def owed_code_in(self, conn, user_id: int) -> Interaction | None:
+        """The card waiting for ``user_id``'s code, if any (the latest)."""
+        owed = select(interactions).where(
+            interactions.c.status == InteractionStatus.AWAITING_CODE,
+            interactions.c.code_from == user_id,
+        )
+        row = (await conn.execute(owed.order_by(interactions.c.id.desc()).limit(1))).first()
+        return Interaction.from_row(row) if row else None
+
+    async def resolve_in(
         self,
         conn,
         interaction,
@@ -205,15 +258,15 @@ class Interactions(Answers):
         """Expire the interaction if it is open and due; returns it expired, else None."""
         effects = Effects()
         async with self.store.write() as conn:
-            interaction = await self._get(conn, interaction_id)
+            interaction = await self.get_in(conn, interaction_id)
             moment = now()
             if interaction is None or not interaction.is_open or not interaction.is_due(moment):
                 return None
-            expired = await self._expire(conn, interaction, moment, effects)
+            expired = await self.expire_in(conn, interaction, moment, effects)
         await self.announce(effects)
         return expired
 
-    async def _expire(self, conn, interaction, moment, effects) -> Interaction | None:
+    async def expire_in(self, conn, interaction, moment, effects) -> Interaction | None:
         changed = await conn.execute(
             update(interactions)
             .where(
@@ -228,7 +281,7 @@ class Interactions(Answers):
             )
         )
         if changed.rowcount != 1:
-            return await self._get(conn, interaction.id)
+            return await self.get_in(conn, interaction.id)
         expired = dataclasses.replace(
             interaction,
             status=InteractionStatus.EXPIRED,
@@ -292,13 +345,13 @@ class Interactions(Answers):
             )
             if claimed.rowcount != 1:
                 return None
-            return await self._get(conn, interaction_id)
+            return await self.get_in(conn, interaction_id)
 
     # Reading
 
     async def get(self, interaction_id: int) -> Interaction | None:
         async with self.store.read() as conn:
-            return await self._get(conn, interaction_id)
+            return await self.get_in(conn, interaction_id)
 
     async def open_interactions(self, limit: int = 20) -> tuple[list[Interaction], int]:
         """The oldest open interactions, and how many are open in all."""
@@ -368,8 +421,23 @@ class Interactions(Answers):
         return await Notes(self.store).for_agent(agent, limit=limit)
 
     @staticmethod
-    async def _get(conn: AsyncConnection, interaction_id: int) -> Interaction | None:
+    async def get_in(conn: AsyncConnection, interaction_id: int) -> Interaction | None:
         row = (
             await conn.execute(select(interactions).where(interactions.c.id == interaction_id))
         ).first()
         return Interaction.from_row(row) if row else None
+
+    async def card_of_message_in(self, conn, chat_id: int, message_id: int) -> Interaction | None:
+        # The Telegram ids a card was sent as live on its outbox row; the recent cards of the
+        # chat are few enough to look through.
+        query = (
+            select(interaction_cards.c.interaction_id, outbox_table.c.telegram_message_ids)
+            .join(outbox_table, outbox_table.c.id == interaction_cards.c.outbox_id)
+            .where(interaction_cards.c.chat_id == chat_id)
+            .order_by(interaction_cards.c.outbox_id.desc())
+            .limit(CARDS_SCANNED_FOR_REPLIES)
+        )
+        for interaction_id, sent_as in (await conn.execute(query)).all():
+            if message_id in (sent_as or []):
+                return await self.get_in(conn, interaction_id)
+        return None
