@@ -48,10 +48,11 @@ from typing import Any
 from sqlalchemy import insert, select
 from tap_latency import bench_tap, heading  # the tap part, and its headings
 
-from bot.actions.grants import Approvals, _live
+from bot.actions.grants import Approvals
 from bot.agents import demo
 from bot.store import migrate
 from bot.store.database import Store
+from bot.store.fast_paths import live_grant_where
 from bot.store.tables import grants
 from bot.timeutil import now
 from policies.canonical import approval_hash
@@ -267,7 +268,7 @@ class AsyncLookupApprovals(Approvals):
     read path (BEGIN, the query, ROLLBACK, each a trip to aiosqlite's thread)."""
 
     async def has_live_grant(self, args_hash: str) -> bool:
-        query = select(grants.c.id).where(*_live(args_hash, now())).limit(1)
+        query = select(grants.c.id).where(*live_grant_where(args_hash, now())).limit(1)
         async with self.store.read() as conn:
             return (await conn.execute(query)).first() is not None
 

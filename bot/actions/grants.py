@@ -12,15 +12,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.store.database import Store, sqlite_time
+from bot.store.database import Store
+from bot.store.fast_paths import LIVE_GRANT, fetch, live_grant_where
 from bot.store.tables import grants
 from bot.timeutil import now
 
 GRANT_LIFETIME = timedelta(minutes=15)
-# What _live() says, for Store.read_now; tests/bot/actions/test_grants.py holds the two together.
-LIVE_GRANT_SQL = (
-    "SELECT 1 FROM grants WHERE args_hash = ? AND used_at IS NULL AND expires_at > ? LIMIT 1"
-)
 
 
 class Approvals:
@@ -62,11 +59,7 @@ class Approvals:
         Every gated call asks this, and an agent polling for its approval asks it often, so
         on SQLite it is one indexed read on this thread (Store.read_now), not an async trip.
         """
-        if self.store.is_sqlite:
-            return bool(self.store.read_now(LIVE_GRANT_SQL, (args_hash, sqlite_time(now()))))
-        query = select(grants.c.id).where(*_live(args_hash, now())).limit(1)
-        async with self.store.read() as conn:
-            return (await conn.execute(query)).first() is not None
+        return bool(await fetch(self.store, LIVE_GRANT, args_hash=args_hash, moment=now()))
 
     @staticmethod
     async def consume(
@@ -78,7 +71,7 @@ class Approvals:
         is re-checked by the UPDATE itself, so on Postgres a racer that picked the same row
         finds it used and gets nothing."""
         moment = now()
-        live = _live(args_hash, moment)
+        live = live_grant_where(args_hash, moment)
         if step_up:
             live = (*live, grants.c.step_up.is_(True))
         oldest = select(grants.c.id).where(*live).order_by(grants.c.id)
@@ -89,11 +82,3 @@ class Approvals:
             .returning(grants.c.interaction_id)
         )
         return used.scalar_one_or_none()
-
-
-def _live(args_hash: str, moment: datetime) -> tuple:
-    return (
-        grants.c.args_hash == args_hash,
-        grants.c.used_at.is_(None),
-        grants.c.expires_at > moment,
-    )

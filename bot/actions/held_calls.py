@@ -39,7 +39,8 @@ from bot.actions.actions import Actions
 from bot.actions.audit import Audit, AuditEvent
 from bot.actions.call import CallOutcome, CallStatus, Ruling, ToolCall
 from bot.interactions.interaction import OPEN, InteractionOutcome, Kind
-from bot.store.database import Store, sqlite_time
+from bot.store.database import Store
+from bot.store.fast_paths import CARD_STATUS, SETTLED_APPROVAL, fetch
 from bot.store.tables import grants, interactions
 from bot.timeutil import now
 from policies.decision import Gate
@@ -56,14 +57,6 @@ MAX_OPEN_CARDS = 10  # approval cards one agent may have waiting at once
 MAX_HELD = 8  # calls of one agent held open at once
 CROWDED_PAUSE = 1.0  # seconds a call past MAX_HELD waits before it is told to retry
 REFUSED = (InteractionOutcome.DENIED, InteractionOutcome.EXPIRED)
-CARD_SQL = "SELECT status, outcome FROM interactions WHERE id = ?"
-# _refused_before's query, for Store.read_now; tests/bot/actions/test_held_calls.py holds them
-# together.
-REFUSED_SQL = (
-    "SELECT id, outcome FROM interactions WHERE args_hash = ? AND kind = 'approval' "
-    "AND status NOT IN ('pending', 'awaiting_code') AND resolved_at > ? "
-    "ORDER BY id DESC LIMIT 1"
-)
 Progress = Callable[[float, float, str], Awaitable[None]]
 
 
@@ -227,15 +220,8 @@ class HeldCalls:
         return await asyncio.shield(task)
 
     async def _card(self, card: int) -> tuple[str | None, str | None]:
-        if self.store.is_sqlite:
-            rows = self.store.read_now(CARD_SQL, (card,))
-        else:
-            query = select(interactions.c.status, interactions.c.outcome).where(
-                interactions.c.id == card
-            )
-            async with self.store.read() as conn:
-                rows = (await conn.execute(query)).all()
-        return tuple(rows[0]) if rows else (None, None)
+        rows = await fetch(self.store, CARD_STATUS, card=card)
+        return rows[0] if rows else (None, None)
 
     async def _before_asking(self, call: ToolCall) -> CallOutcome | None:
         """Why this call, which the gate would hold, may not ask the owner now; None if it may."""
@@ -272,25 +258,10 @@ class HeldCalls:
 
     async def _refused_before(self, args_hash: str) -> tuple[int, str] | None:
         """The card on which the owner refused this exact call within REFUSAL_MEMORY."""
-        since = now() - REFUSAL_MEMORY
-        if self.store.is_sqlite:
-            rows = self.store.read_now(REFUSED_SQL, (args_hash, sqlite_time(since)))
-            found = tuple(rows[0]) if rows else None
-        else:
-            query = (
-                select(interactions.c.id, interactions.c.outcome)
-                .where(
-                    interactions.c.args_hash == args_hash,
-                    interactions.c.kind == Kind.APPROVAL,
-                    interactions.c.status.not_in(OPEN),
-                    interactions.c.resolved_at > since,
-                )
-                .order_by(interactions.c.id.desc())
-                .limit(1)
-            )
-            async with self.store.read() as conn:
-                row = (await conn.execute(query)).first()
-            found = tuple(row) if row else None
+        rows = await fetch(
+            self.store, SETTLED_APPROVAL, args_hash=args_hash, since=now() - REFUSAL_MEMORY
+        )
+        found = rows[0] if rows else None
         return found if found is not None and found[1] in REFUSED else None
 
     async def _open_cards(self, agent: str, args_hash: str) -> tuple[int, bool]:

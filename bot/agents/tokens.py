@@ -18,18 +18,14 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import insert, select, update
 
-from bot.store.database import Store, sqlite_time
+from bot.store.database import Store
+from bot.store.fast_paths import LIVE_HOLDER, fetch
 from bot.store.tables import agent_tokens
 from bot.timeutil import now
 
 TOKEN_BYTES = 32
-# _live_row's query, for Store.read_now; tests/bot/agents/test_tokens.py holds them together.
-LIVE_HOLDER_SQL = (
-    "SELECT agent, run_id, token_hash FROM agent_tokens WHERE token_hash = ? "
-    "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)"
-)
 
 
 @dataclass(frozen=True)
@@ -88,19 +84,8 @@ class AgentTokens:
         Every MCP request asks this; on SQLite it is one indexed read on this thread
         (Store.read_now), not an async trip through the driver's thread.
         """
-        moment = now()
-        if self.store.is_sqlite:
-            rows = self.store.read_now(LIVE_HOLDER_SQL, (wanted, sqlite_time(moment)))
-            return tuple(rows[0]) if rows else None
-        query = select(agent_tokens.c.agent, agent_tokens.c.run_id, agent_tokens.c.token_hash)
-        query = query.where(
-            agent_tokens.c.token_hash == wanted,
-            agent_tokens.c.revoked_at.is_(None),
-            or_(agent_tokens.c.expires_at.is_(None), agent_tokens.c.expires_at > moment),
-        )
-        async with self.store.read() as conn:
-            row = (await conn.execute(query)).first()
-        return tuple(row) if row else None
+        rows = await fetch(self.store, LIVE_HOLDER, token_hash=wanted, moment=now())
+        return rows[0] if rows else None
 
     async def lasting_since(self, agent: str) -> datetime | None:
         """When ``agent``'s live lasting token was made; None if it has none."""

@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from bot.actions.grants import LIVE_GRANT_SQL, Approvals, _live
+from bot.actions.grants import Approvals
 from bot.errors import StoreError
 from bot.store.database import Store, sqlite_time
+from bot.store.fast_paths import LIVE_GRANT, live_grant_where
 from bot.store.tables import grants
 from bot.timeutil import now
 
@@ -41,8 +42,8 @@ async def test_the_fast_lookup_agrees_with_the_sqlalchemy_condition(store):
     moments += [expiry + timedelta(microseconds=1), expiry + timedelta(days=1)]
     for moment in moments:
         for args_hash in ("live", "used", "never"):
-            fast = bool(store.read_now(LIVE_GRANT_SQL, (args_hash, sqlite_time(moment))))
-            query = select(grants.c.id).where(*_live(args_hash, moment))
+            fast = bool(store.read_now(LIVE_GRANT.sql, (args_hash, sqlite_time(moment))))
+            query = select(grants.c.id).where(*live_grant_where(args_hash, moment))
             async with store.read() as conn:
                 slow = (await conn.execute(query)).first() is not None
             assert fast == slow, (args_hash, moment - expiry)
