@@ -1,0 +1,162 @@
+"""The command line, environment and config a coding-CLI run is given: its token kept off the
+command line and the worker's secrets kept home, each CLI's own mutating built-ins locked
+(claude-code's flags, codex's sandbox, opencode's permission config), and an opencode project
+config that could widen its tools refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from bot.agents.profiles import HarnessKind
+from bot.errors import HarnessFailed
+from jobs.harnesses.cli import (
+    CLAUDE_DENIED_TOOLS,
+    CLIS,
+    OPENCODE_PERMISSION,
+    _command,
+)
+from jobs.harnesses.opencode_project import refuse_widening_config
+from tests.helpers.cli_harness import profile
+
+# The command line and environment a run is given.
+
+
+@pytest.mark.parametrize("kind", sorted(CLIS))
+def test_the_token_is_never_on_the_command_line_and_the_workers_secrets_stay_home(
+    kind, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("AEGIS_TELEGRAM_TOKEN", "123:bot-secret")
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    argv, env = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
+    assert not any("tok-123" in arg for arg in argv)
+    assert "AEGIS_TELEGRAM_TOKEN" not in env and env["PWD"] == str(tmp_path)
+    written = "".join(p.read_text() for p in rundir.iterdir())
+    shown = " ".join(argv) + written + json.dumps({k: env[k] for k in env if k not in os.environ})
+    assert "tok-123" in shown  # it does reach the CLI, through a file or its environment
+    assert "Mind the {braces}." in shown and "m1" in argv
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in rundir.iterdir())
+
+
+def test_every_cli_harness_kind_has_its_description():
+    assert set(CLIS) == {kind for kind in HarnessKind if kind.is_cli}
+    assert {kind: spec.executable for kind, spec in CLIS.items()} == {
+        kind: kind.default_command for kind in CLIS
+    }
+
+
+def test_an_agent_without_a_model_or_instructions_gets_neither_flag(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    agent = profile(HarnessKind.CLAUDE_CODE, tmp_path, model="", instructions="")
+    argv, _ = _command(CLIS[HarnessKind.CLAUDE_CODE], agent, rundir, 8743, "tok")
+    assert "--model" not in argv and "--append-system-prompt" not in argv
+
+
+# Each CLI's own mutating built-ins, as its command line and config say.
+
+
+def test_claude_code_denies_its_mutating_tools_and_allows_only_reading_ones(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.CLAUDE_CODE
+    argv, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
+    denied = argv[argv.index("--disallowedTools") + 1].split(",")
+    assert set(denied) == set(CLAUDE_DENIED_TOOLS)
+    assert {"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "WebFetch", "WebSearch"} <= set(
+        denied
+    )
+    allowed = argv[argv.index("--allowedTools") + 1].split(",")
+    assert not set(allowed) & set(denied)
+    assert argv[argv.index("--permission-mode") + 1] == "default"
+    assert argv[argv.index("--permission-prompt-tool") + 1] == "mcp__aegis__permission_prompt"
+    assert "--strict-mcp-config" in argv and "--dangerously-skip-permissions" not in argv
+
+
+def test_claude_code_is_kept_out_of_aegis_data_dir(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.CLAUDE_CODE
+    private = tmp_path / "data"
+    argv, _ = _command(
+        CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=private
+    )
+    denied = argv[argv.index("--disallowedTools") + 1].split(",")
+    assert f"Read(//{str(private).lstrip('/')}/**)" in denied
+    assert set(CLAUDE_DENIED_TOOLS) <= set(denied)
+    with pytest.raises(HarnessFailed, match="cannot be told to keep out of it"):
+        _command(
+            CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=tmp_path / "a b"
+        )
+
+
+def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.CODEX
+    argv, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
+    assert argv[argv.index("--sandbox") + 1] == "read-only"
+    assert 'approval_policy="never"' in argv and 'approvals_reviewer="user"' in argv
+    assert argv[0] == "exec" and argv[-1] == "-"  # the overrides are exec's, before the prompt
+
+
+def test_opencode_denies_its_tools_in_the_config_that_outranks_the_project(tmp_path):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.OPENCODE
+    _, env = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-9")
+    content = json.loads(env["OPENCODE_CONFIG_CONTENT"])
+    assert content["permission"] == OPENCODE_PERMISSION
+    assert "tok-9" not in env["OPENCODE_CONFIG_CONTENT"]  # the token stays in the 0600 file
+    written = json.loads((rundir / "config.json").read_text())
+    assert written["permission"] == OPENCODE_PERMISSION
+    assert [rule for rule in OPENCODE_PERMISSION.values()][0] == "deny"
+
+
+@pytest.mark.parametrize(
+    ("where", "text", "refused"),
+    [
+        ("opencode.json", '{"model": "anthropic/claude-sonnet-4"}', None),
+        (
+            "opencode.jsonc",
+            '{\n  // our model\n  "model": "a/b", /* "permission": {} */\n  "theme": "x",\n}',
+            None,
+        ),
+        ("opencode.json", '{"permission": {"bash": "allow"}}', "sets permission"),
+        ("opencode.jsonc", '{"tools": {"bash": true}, // legacy\n}', "sets tools"),
+        (".opencode/opencode.json", '{"agent": {"build": {}}}', "sets agent"),
+        ("opencode.json", '{"plugin": ["x"], "default_agent": "y"}', "sets default_agent, plugin"),
+        ("opencode.json", "{not json", "cannot parse"),
+        (".opencode/agents/open.md", "---\npermission:\n  bash: allow\n---\n", "agents from"),
+        (".opencode/plugin/p.js", "export default {}", "plugin from"),
+        ("../opencode.json", '{"permission": "allow"}', "sets permission"),  # a parent's
+    ],
+)
+def test_a_project_opencode_config_that_could_widen_its_tools_is_refused(
+    tmp_path, where, text, refused
+):
+    workdir = tmp_path / "project" / "work"
+    workdir.mkdir(parents=True)
+    path = workdir / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    if refused is None:
+        refuse_widening_config(workdir)
+        return
+    with pytest.raises(HarnessFailed, match=re.escape(refused)) as failed:
+        refuse_widening_config(workdir)
+    assert "refused" in str(failed.value)
+
+
+def test_a_project_config_above_the_git_root_is_not_opencodes_to_read(tmp_path):
+    workdir = tmp_path / "outer" / "repo"
+    (workdir / ".git").mkdir(parents=True)
+    (tmp_path / "outer" / "opencode.json").write_text('{"permission": "allow"}')
+    refuse_widening_config(workdir)
+    (workdir / "opencode.json").write_text('{"permission": "allow"}')
+    with pytest.raises(HarnessFailed, match="sets permission"):
+        refuse_widening_config(workdir)
