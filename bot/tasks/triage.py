@@ -3,7 +3,7 @@
 
 Every way out of the inbox is a :class:`Triage`, and a Triage cannot be made without a state
 label other than ``inbox``: the invariant the design asks for is checked where the value is
-made, and ``tests/bot/test_triage.py`` walks every outcome the code can produce.
+made, and ``tests/bot/tasks/test_triage_invariant.py`` walks every outcome the code can produce.
 
     triage:
       - name: reading
