@@ -8,7 +8,7 @@ from telegram.ext import ContextTypes
 
 from bot.agents.ledger import Ledger, ModelSeen, provider_label
 from bot.agents.profiles import AgentProfile
-from bot.chat.views.cards import visible
+from bot.chat.text import visible
 from bot.timeutil import short_time
 from handlers.services import reply, services
 

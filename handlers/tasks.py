@@ -11,8 +11,8 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.chat.callbacks import CallbackData
+from bot.chat.text import clip, visible
 from bot.chat.views import tasks as task_views
-from bot.chat.views.cards import clip, visible
 from bot.errors import TaskRefused
 from bot.store.search import words
 from bot.tasks.task import Closed, State, parse_label

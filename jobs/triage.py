@@ -13,7 +13,7 @@ import asyncio
 
 import dramatiq
 
-from bot.chat.views.cards import visible
+from bot.chat.text import visible
 from bot.chat.views.tasks import review_view
 from bot.tasks.inbox import TriageStep
 from bot.timeutil import now

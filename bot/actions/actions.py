@@ -23,7 +23,7 @@ from bot.actions.call import (
     ToolFunction,
 )
 from bot.actions.grants import Approvals
-from bot.chat.views.cards import visible
+from bot.chat.text import visible
 from bot.interactions.interactions import Ask, Effects, Interaction, Interactions, Kind
 from bot.store.database import serialize_on
 from policies.decision import Allow, Deny, Gate, decide

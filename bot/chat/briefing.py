@@ -16,7 +16,7 @@ from sqlalchemy import func, or_, select
 from bot.agents.agent_run import AgentRun, RunState
 from bot.agents.agent_runs import AgentRuns
 from bot.chat.callbacks import CallbackSigner
-from bot.chat.views.cards import clip, visible
+from bot.chat.text import clip, visible
 from bot.chat.views.tasks import PAGE_KIND, task_line
 from bot.interactions.interaction import Interaction
 from bot.interactions.interactions import Interactions

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.chat.views.cards import clip
+from bot.chat.text import clip
 
 TITLE_CHARS = 80
 

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.chat.views.cards import clip, visible
+from bot.chat.text import clip, visible
 from bot.errors import AlreadyAsked, TaskRefused
 from bot.interactions.interaction import (
     Ask,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.chat.views.cards import clip
+from bot.chat.text import clip
 from bot.errors import TaskRefused
 from bot.tasks.capture import Capture
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, func, insert, select, update
 
-from bot.chat.views.cards import visible
+from bot.chat.text import visible
 from bot.errors import ToolRefused
 from bot.interactions.interaction import OPEN, Ask, Effects, Interaction, Kind, TimeoutPolicy
 from bot.store.database import serialize_on

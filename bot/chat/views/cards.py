@@ -9,17 +9,16 @@ kind ``ix``.
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from bot.chat.callbacks import CallbackSigner
+from bot.chat.text import CAPTION_LIMIT, MESSAGE_LIMIT, clip, visible
 from bot.timeutil import short_time
 
 if TYPE_CHECKING:
     from bot.interactions.interaction import Interaction
 
 CALLBACK_KIND = "ix"
-CAPTION_LIMIT = 1024
 TITLES = {
     "approval": "Approval needed",
     "choice": "Your choice, please",
@@ -81,7 +80,7 @@ def settled_text(interaction: Interaction) -> str:
     """What the card becomes once it is settled: the question and who decided what, when."""
     body = card_text(interaction).split("\n\n")
     kept = "\n\n".join(body[:-1])  # everything but the footer with its deadline
-    return clip(f"{_verdict(interaction)}\n\n{kept}", 4096)  # verdict first: captions clip
+    return clip(f"{_verdict(interaction)}\n\n{kept}", MESSAGE_LIMIT)  # verdict first: captions clip
 
 
 def settled_answer(interaction: Interaction) -> str:
@@ -99,17 +98,6 @@ def pretty_arguments(args: Any) -> str:
 
 # Characters that change how text reads without showing themselves (right-to-left overrides,
 # zero-width marks, line separators, controls): on a card they could hide or fake arguments.
-HIDDEN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn")
-
-
-def visible(text: str) -> str:
-    """``text`` with every hidden character spelled as an escape, newlines and tabs kept."""
-    return "".join(
-        f"\\u{ord(char):04x}"
-        if char not in "\n\t" and unicodedata.category(char) in HIDDEN_CATEGORIES
-        else char
-        for char in text
-    )
 
 
 def _verdict(interaction: Interaction) -> str:
@@ -144,8 +132,3 @@ def _footer(interaction: Interaction) -> list[str]:
             "(a timeout is never a yes)."
         )
     return lines
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, an ellipsis saying it was cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.agents.agent_run import AgentRun, RunState
 from bot.agents.profiles import AgentProfile
-from bot.chat.views.cards import clip, visible
+from bot.chat.text import clip, visible
 from bot.timeutil import now, short_time
 
 

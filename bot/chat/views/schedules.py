@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.agents.profiles import AgentProfile, with_tag
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
-from bot.chat.views.cards import visible
+from bot.chat.text import visible
 from bot.timeutil import short_time
 from bot.upkeep.schedules import ScheduleRow
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
-from bot.chat.views.cards import clip, visible
+from bot.chat.text import clip, visible
 from bot.tasks.task import Captured, Page, State, Task, group_by_label
 from bot.timeutil import short_time
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bot.chat.views.cards import pretty_arguments, visible
+from bot.chat.text import visible
+from bot.chat.views.cards import pretty_arguments
 
 
 def test_hidden_characters_are_spelled_out_and_newlines_kept():
