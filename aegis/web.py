@@ -21,7 +21,6 @@ from aegis.botapi.endpoint import EMULATOR_PREFIX, bot_token, emulator_key, make
 from aegis.mcp.listener import MCP_PATH, Listener, listening
 from aegis.runtime import make_queue_depths, open_store
 from bot.actions.held_calls import HeldCalls
-from bot.agents.tokens import AgentTokens
 from bot.chat.owners import Owners
 from bot.chat.updates import UpdateLog
 from bot.config.secrets import SecretFiles, callback_signer
@@ -30,7 +29,6 @@ from bot.core import Platform
 from bot.errors import StoreError, TransportError
 from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
-from bot.upkeep.job_runs import Runs
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
 from handlers.application import BOT_COMMANDS, build_application
 from handlers.intake import Intake
@@ -108,7 +106,7 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
     stop = asyncio.Event()
     tasks = [
         _supervised(_run_telegram(context, application, bot, stop)),
-        _supervised(_beat(Heartbeats(store), "web", stop)),
+        _supervised(_beat(services.platform.heartbeats, "web", stop)),
     ]
     async with contextlib.AsyncExitStack() as stack:
         context.mcp = await _start_mcp(stack, settings, services)
@@ -128,9 +126,9 @@ async def _start_mcp(
     log and /healthz say why agents cannot reach it."""
     platform = services.platform
     chats = owner_chats(settings)
-    tools = {  # aegis.mcp.server.Tools, made when the first client connects
+    tools = {  # aegis.mcp.server.ServedTools, made when the first client connects
         "platform": platform,
-        "tokens": AgentTokens(services.store),
+        "tokens": platform.tokens,
         "held": HeldCalls(platform.actions, hold=settings.mcp_hold_seconds),
         "owner_chat": chats[0] if chats else None,
     }
@@ -152,14 +150,9 @@ def _services(settings: Settings, store, context: WebContext) -> Services:
     enqueue = make_enqueue(context.broker)
     platform = Platform.build(settings, store, signer, enqueue)
     return Services(
-        settings=settings,
-        store=store,
-        owners=Owners(store, owner_ids),
-        outbox=platform.outbox,
-        runs=Runs(store),
-        heartbeats=Heartbeats(store),
-        signer=signer,
         platform=platform,
+        owners=Owners(store, owner_ids),
+        signer=signer,
         enqueue=enqueue,
         queue_depths=make_queue_depths(context.broker),
         broker_description=context.broker_description,
@@ -282,7 +275,7 @@ async def _database_ok(context: WebContext) -> bool:
     if context.services is None:
         return False
     try:
-        await context.services.store.ping()
+        await context.services.platform.store.ping()
         return True
     except StoreError:
         return False

@@ -1,6 +1,7 @@
 """The core services every process builds the same way: the outbox, the interactions, the gate
-and the call path, the tasks and their triage, over one store. The web process and the workers
-each build one."""
+and the call path, the tasks and their triage, agent runs and job runs, over one store. The web
+process and the workers each build one ``Platform``, and their own contexts (handlers/services.py,
+jobs/resources.py) hold only what the adapter adds to it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from bot.agents.agent_run import AgentRun, RunOrigin
 from bot.agents.agent_runs import AgentRuns
 from bot.agents.ledger import Ledger
 from bot.agents.profiles import AgentProfile
+from bot.agents.tokens import AgentTokens
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
 from bot.chat.views.runs import progress_text
@@ -30,6 +32,9 @@ from bot.tasks.task import Task
 from bot.tasks.tasks import Tasks
 from bot.tasks.triage import RuleTriager, Triage
 from bot.tools.toolbox import platform_explainers, platform_functions
+from bot.upkeep.heartbeats import Heartbeats
+from bot.upkeep.job_runs import JobRuns
+from bot.upkeep.schedules import Schedules
 from policies.tools import Catalog
 
 logger = logging.getLogger(__name__)
@@ -47,18 +52,25 @@ class FileRules:
 
 @dataclass
 class Platform:
-    outbox: Outbox
-    audit: Audit
-    approvals: Approvals
+    """The one holder of this process's core services, built once by ``build``."""
+
+    settings: Settings
+    store: Store
+    outbox: Outbox  # the one way to send
     interactions: Interactions
-    config: LiveConfig
-    actions: Actions
+    approvals: Approvals
+    audit: Audit
+    config: LiveConfig  # aegis.yaml as it is in force
+    actions: Actions  # the call path
     tasks: Tasks
-    notes: Notes
     inbox: Inbox
-    runs: AgentRuns
-    ledger: Ledger | None = None  # model calls and token budgets (bot/agents/ledger.py)
-    settings: Settings | None = None
+    notes: Notes
+    runs: AgentRuns  # agent runs; the jobs' own runs are ``job_runs``
+    ledger: Ledger  # model calls and token budgets
+    tokens: AgentTokens  # the agents' MCP tokens
+    job_runs: JobRuns  # a ``runs`` row for every job a worker ran
+    heartbeats: Heartbeats
+    schedules: Schedules
 
     @property
     def catalog(self) -> Catalog:
@@ -89,8 +101,7 @@ class Platform:
             raise RunRefused(f"{agent} has no harness in aegis.yaml, so it cannot run.")
         if not request.strip():
             raise RunRefused(f"Say what {agent} should do: /run {agent} what to do")
-        if self.ledger is not None:  # a spent token budget refuses, with a card
-            await self.ledger.refuse_if_spent(profile, chat_id, self.interactions)
+        await self.ledger.refuse_if_spent(profile, chat_id, self.interactions)  # with a card
         run, new = await self.runs.create(
             agent,
             request,
@@ -134,20 +145,24 @@ class Platform:
         tasks = Tasks(store)
         # The triage chain: the file's rules; a model-based triager goes after them.
         triagers = [FileRules(config)]
-        inbox = Inbox(store, tasks, interactions, triagers)
         platform = cls(
-            outbox,
-            Audit(store),
-            approvals,
-            interactions,
-            config,
-            actions,
-            tasks,
-            Notes(store),
-            inbox,
-            AgentRuns(store, outbox, progress_text),
-            ledger=Ledger(store, overall_per_day=settings.token_budget_per_day),
             settings=settings,
+            store=store,
+            outbox=outbox,
+            interactions=interactions,
+            approvals=approvals,
+            audit=Audit(store),
+            config=config,
+            actions=actions,
+            tasks=tasks,
+            inbox=Inbox(store, tasks, interactions, triagers),
+            notes=Notes(store),
+            runs=AgentRuns(store, outbox, progress_text),
+            ledger=Ledger(store, overall_per_day=settings.token_budget_per_day),
+            tokens=AgentTokens(store),
+            job_runs=JobRuns(store),
+            heartbeats=Heartbeats(store),
+            schedules=Schedules(store),
         )
         toolbox.update(platform_functions(platform))
         actions.explainers = platform_explainers(platform)

@@ -12,7 +12,6 @@ from bot.chat.callbacks import CallbackData
 from bot.chat.views.commands import help_text
 from bot.chat.views.status import gather_status
 from bot.errors import BrokerError, PairingError
-from bot.upkeep.schedules import Schedules
 from handlers import tasks
 from handlers.interactions import answer_card
 from handlers.services import Services, reply, services
@@ -45,16 +44,17 @@ async def status_text(svc: Services) -> str:
         depths = await asyncio.wait_for(svc.queue_depths(), timeout=3)
     except (BrokerError, TimeoutError):
         depths = None
+    platform = svc.platform
     report = await gather_status(
-        svc.heartbeats,
-        svc.outbox,
-        svc.runs,
+        platform.heartbeats,
+        platform.outbox,
+        platform.job_runs,
         queue_depths=depths,
-        database=svc.store.describe(),
+        database=platform.store.describe(),
         broker=svc.broker_description,
-        schedules=Schedules(svc.store),
-        agents=svc.platform.agents,  # also looks at aegis.yaml, so a new problem shows
-        config_problem=svc.platform.config.problem,
+        schedules=platform.schedules,
+        agents=platform.agents,  # also looks at aegis.yaml, so a new problem shows
+        config_problem=platform.config.problem,
     )
     return report.render()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.agents.ledger import Ledger, ModelSeen, provider_label
+from bot.agents.ledger import ModelSeen, provider_label
 from bot.agents.profiles import AgentProfile
 from bot.chat.text import visible
 from bot.timeutil import short_time
@@ -15,8 +15,7 @@ from handlers.services import reply, services
 
 async def models(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
-    ledger = svc.platform.ledger or Ledger(svc.store)
-    seen = await ledger.last_seen()
+    seen = await svc.platform.ledger.last_seen()
     await reply(update, context, models_view(seen, svc.platform.agents))
 
 

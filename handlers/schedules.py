@@ -10,7 +10,6 @@ from bot.chat.briefing import BRIEFING_KIND
 from bot.chat.callbacks import CallbackData
 from bot.chat.views.schedules import SCHEDULE_KIND, schedules_view
 from bot.timeutil import now, short_time
-from bot.upkeep.schedules import Schedules
 from handlers.interactions import pending
 from handlers.services import Services, reply, services
 
@@ -33,7 +32,7 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
         await query.answer("That button no longer does anything; nothing was done.")
         return
     svc = services(context)
-    row = await Schedules(svc.store).switch(data.id, SWITCHES[data.choice])
+    row = await svc.platform.schedules.switch(data.id, SWITCHES[data.choice])
     if row is None:
         await query.answer(f"There is no schedule {data.id} any more.", show_alert=True)
         return
@@ -47,5 +46,5 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
 
 
 async def _view(svc: Services):
-    rows = await Schedules(svc.store).all()
+    rows = await svc.platform.schedules.all()
     return schedules_view(svc.signer, rows, svc.platform.agents)

@@ -1,4 +1,5 @@
-"""What handlers reach for, kept in ``application.bot_data`` (typed access, one place)."""
+"""What handlers reach for, kept in ``application.bot_data`` (typed access, one place): the core
+services (``.platform``) and what the Telegram adapter adds to them."""
 
 from __future__ import annotations
 
@@ -10,13 +11,8 @@ from telegram.ext import ContextTypes
 
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.codes import CodeVerifier
-from bot.chat.outbox import Outbox
 from bot.chat.owners import Owners
-from bot.config.settings import Settings
 from bot.core import Platform
-from bot.store.database import Store
-from bot.upkeep.heartbeats import Heartbeats
-from bot.upkeep.job_runs import Runs
 
 SERVICES_KEY = "aegis.services"
 
@@ -25,14 +21,12 @@ Enqueue = Callable[..., Awaitable[None]]
 
 @dataclass
 class Services:
-    settings: Settings
-    store: Store
-    owners: Owners
-    outbox: Outbox
-    runs: Runs
-    heartbeats: Heartbeats
-    signer: CallbackSigner
+    """The core services, and what only the handlers use: who may talk to the bot, the signer
+    of buttons, the broker (to enqueue, and its queues for /status), the TOTP secret."""
+
     platform: Platform
+    owners: Owners
+    signer: CallbackSigner
     enqueue: Enqueue
     queue_depths: Callable[[], Awaitable[dict[str, int]]]
     broker_description: str
@@ -41,7 +35,7 @@ class Services:
     def verifier(self) -> CodeVerifier | None:
         """Read the secret at each use: `aegis totp init` (or --rotate) applies at once."""
         secret = self.totp_secret()
-        return CodeVerifier(self.store, secret) if secret else None
+        return CodeVerifier(self.platform.store, secret) if secret else None
 
 
 def services(context: ContextTypes.DEFAULT_TYPE) -> Services:

@@ -52,9 +52,8 @@ LOST = object()  # the watch's answer when the run is no longer this holder's
 # actor only claims the run and hands it to a task on the worker's loop (jobs/running.py).
 @dramatiq.actor(queue_name="runs", max_retries=0)
 async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
-    res = await resources()
-    platform = res.platform
-    stale_after = timedelta(seconds=res.settings.run_heartbeat_timeout)
+    platform = (await resources()).platform
+    stale_after = timedelta(seconds=platform.settings.run_heartbeat_timeout)
     settled = None
     if interaction_id is not None:
         settled = await platform.interactions.get(interaction_id)
@@ -75,14 +74,13 @@ async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
     if settled is None and run.state.get("continued_from"):
         # Taken over from a worker that died right after a card was settled.
         settled = await platform.interactions.get(run.state["continued_from"])
-    running.carry(run, Runner(res, run, settled).go())
+    running.carry(run, Runner(platform, run, settled).go())
     return {"runs_started": 1}
 
 
 class Runner:
-    def __init__(self, res, run: AgentRun, settled) -> None:
-        self.res = res
-        self.platform = res.platform
+    def __init__(self, platform, run: AgentRun, settled) -> None:
+        self.platform = platform
         self.run = run
         self.settled = settled
         self.last_edit_text = ""
@@ -285,17 +283,17 @@ async def sweep_runs(schedule: str = "") -> dict:
     """Enqueue again every run nobody is working on (a killed worker, a lost message), and
     wake every run still parked on a card settled a while ago (a lost wake-up), and finish
     telling the end of runs whose worker died right after they ended."""
-    res = await resources()
-    stale_after = timedelta(seconds=res.settings.run_heartbeat_timeout)
-    adrift = await res.platform.runs.adrift(stale_after=stale_after, queued_for=stale_after)
+    platform = (await resources()).platform
+    stale_after = timedelta(seconds=platform.settings.run_heartbeat_timeout)
+    adrift = await platform.runs.adrift(stale_after=stale_after, queued_for=stale_after)
     for run_id in adrift:
         await asyncio.to_thread(run_agent.send, run_id)
-    asleep = await res.platform.runs.parked_on_settled_cards(settled_for=stale_after)
+    asleep = await platform.runs.parked_on_settled_cards(settled_for=stale_after)
     for run_id, card in asleep:
         await asyncio.to_thread(run_agent.send, run_id, card)
-    untold = await res.platform.runs.ended_untold(ended_for=stale_after)
+    untold = await platform.runs.ended_untold(ended_for=stale_after)
     for run in untold:
-        await tell_end(res.platform, run)
+        await tell_end(platform, run)
     return {
         "runs_taken_up": len(adrift),
         "parked_runs_woken": len(asleep),

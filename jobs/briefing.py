@@ -21,9 +21,8 @@ logger = logging.getLogger(__name__)
 
 @dramatiq.actor(queue_name="default", max_retries=5, min_backoff=1000)
 async def daily_briefing(schedule: str = "") -> dict:
-    res = await resources()
-    platform = res.platform
-    chats = owner_chats(res.settings)
+    platform = (await resources()).platform
+    chats = owner_chats(platform.settings)
     if not chats:
         logger.warning("no daily briefing: no owner chat (set AEGIS_OWNER_IDS)")
         return {"no_owner_chat": 1}

@@ -12,14 +12,14 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AsyncIO
 
 from bot.errors import BrokerError
-from jobs.middleware import RunRecorder, RunsHandBack, WorkerHeartbeat, WorkerResources
+from jobs.middleware import AgentRunsHandBack, JobRunRecorder, WorkerHeartbeat, WorkerResources
 from jobs.redis_client import broker_client
 
 NAMESPACE = "aegis"
 
 
 class _SummariesAreRecorded(logging.Filter):
-    """Actors return their summary of effects for ``RunRecorder``; that is not a lost result."""
+    """Actors return their summary of effects for ``JobRunRecorder``; that is not a lost result."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "Results middleware" not in record.getMessage()
@@ -35,12 +35,12 @@ def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBrok
     global _configured
     broker = RedisBroker(client=broker_client(redis_url), namespace=namespace)
     # Dramatiq runs ``after_*`` hooks in reverse: at shutdown the heartbeat goes, then the last
-    # runs are flushed, then the worker's resources close, then AsyncIO stops the loop.
+    # job runs are flushed, then the worker's resources close, then AsyncIO stops the loop.
     broker.add_middleware(AsyncIO())
     broker.add_middleware(WorkerResources())
-    broker.add_middleware(RunRecorder())
+    broker.add_middleware(JobRunRecorder())
     broker.add_middleware(WorkerHeartbeat())
-    broker.add_middleware(RunsHandBack())
+    broker.add_middleware(AgentRunsHandBack())
     dramatiq.set_broker(broker)
     if _configured is not None:
         _rebind_actors(_configured, broker)

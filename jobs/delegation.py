@@ -23,7 +23,8 @@ require_broker()
 
 def delegation(res: Resources) -> Delegation:
     # A run reports in the chat its task was captured in, else to the first owner.
-    return Delegation(res.platform, Limits.from_settings(res.settings), res.settings.owner_ids)
+    settings = res.platform.settings
+    return Delegation(res.platform, Limits.from_settings(settings), settings.owner_ids)
 
 
 @dramatiq.actor(queue_name="default", max_retries=0)

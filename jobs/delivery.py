@@ -96,8 +96,9 @@ async def deliver(outbox_id: int) -> dict:
     """Send the chat's undelivered messages, oldest first, starting with the one of
     ``outbox_id``'s chat; a delivery already under way for that chat sends them instead."""
     res = await resources()
+    outbox = res.platform.outbox
     totals: dict[str, int] = {}
-    message = await res.outbox.claim_next_in_chat(outbox_id)
+    message = await outbox.claim_next_in_chat(outbox_id)
     for _ in range(DRAIN_AT_MOST):
         if message is None:
             break
@@ -106,7 +107,7 @@ async def deliver(outbox_id: int) -> dict:
             totals[key] = totals.get(key, 0) + count
     else:
         if message is not None:  # a long queue for one chat: give other chats a turn
-            await res.outbox.release(message.id, held=message)
+            await outbox.release(message.id, held=message)
             await asyncio.to_thread(deliver.send, message.id)
     return totals or {"nothing_to_send": 1}
 
@@ -116,7 +117,7 @@ async def _send_parts(
 ) -> tuple[dict, OutgoingMessage | None]:
     """Send what is left of ``message``; returns what happened and, when it went out whole and
     ``claim_next`` is set, the chat's next message (claimed in the same transaction)."""
-    settings = res.settings
+    settings, outbox = res.platform.settings, res.platform.outbox
     sent, following = 0, None
     try:
         while message.parts_sent < len(message.parts):
@@ -130,52 +131,50 @@ async def _send_parts(
                 await _retry_later(res, message, wait + random.randint(5, 60))
                 return {"messages_sent": sent, "rate_limited": 1}, None
             telegram_id = await _send_one(res, message, message.parts_sent)
-            following = await res.outbox.record_part(message, telegram_id, claim_next=claim_next)
+            following = await outbox.record_part(message, telegram_id, claim_next=claim_next)
             sent += 1
     except RetryAfter as exc:
         delay_ms = int(_seconds(exc.retry_after) * 1000) + 50
         await _retry_later(res, message, delay_ms, f"429: retry after {delay_ms} ms")
         return {"messages_sent": sent, "telegram_429": 1}, None
     except (BadRequest, Forbidden) as exc:
-        await res.outbox.mark_failed(
-            message.id, f"{type(exc).__name__}: {exc.message}", held=message
-        )
+        await outbox.mark_failed(message.id, f"{type(exc).__name__}: {exc.message}", held=message)
         logger.warning("outbox %s refused by Telegram: %s", message.id, exc.message)
         return {"messages_sent": sent, "messages_failed": 1}, await _after(res, message, claim_next)
     except LeaseLost as exc:  # we stalled past the lease; the row belongs to another delivery
         logger.warning("%s", exc)
         return {"messages_sent": sent, "lease_lost": 1}, None
     except NetworkError as exc:  # Telegram unreachable: retried for as long as it takes
-        await res.outbox.release(message.id, f"{type(exc).__name__}: {exc.message}", held=message)
+        await outbox.release(message.id, f"{type(exc).__name__}: {exc.message}", held=message)
         raise
     except (redis.ConnectionError, redis.TimeoutError) as exc:  # the send windows' Redis is down
-        await res.outbox.release(message.id, f"Redis: {type(exc).__name__}", held=message)
+        await outbox.release(message.id, f"Redis: {type(exc).__name__}", held=message)
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         if message.attempts >= GIVE_UP_AFTER_ERRORS:
             reason = f"gave up after {message.attempts}: {error}"
-            await res.outbox.mark_failed(message.id, reason, held=message)
+            await outbox.mark_failed(message.id, reason, held=message)
             logger.error("outbox %s failed for good: %s", message.id, error)
             return {"messages_sent": sent, "messages_failed": 1}, await _after(
                 res, message, claim_next
             )
-        await res.outbox.release(message.id, error, held=message)
+        await outbox.release(message.id, error, held=message)
         raise
     if sent == 0:  # nothing was left to send: a rerun after the last part was recorded
-        await res.outbox.mark_sent(message.id, held=message)
+        await outbox.mark_sent(message.id, held=message)
     return {"messages_sent": sent}, following
 
 
 async def _after(res, failed: OutgoingMessage, claim_next: bool) -> OutgoingMessage | None:
     """The chat's next message once ``failed`` has failed for good, so the drain goes on:
     one message Telegram refuses must not hold back those queued behind it."""
-    return await res.outbox.claim_next_in_chat(failed.id) if claim_next else None
+    return await res.platform.outbox.claim_next_in_chat(failed.id) if claim_next else None
 
 
 async def _retry_later(res, message: OutgoingMessage, delay_ms: int, error: str | None = None):
     not_before = now() + timedelta(milliseconds=delay_ms)
-    await res.outbox.release(message.id, error, not_before=not_before, held=message)
+    await res.platform.outbox.release(message.id, error, not_before=not_before, held=message)
     await asyncio.to_thread(_send_later, message.id, delay_ms)
 
 
@@ -216,7 +215,7 @@ async def _reply_to(res, message: OutgoingMessage) -> int | None:
     if message.reply_to_message_id is not None or message.reply_to_outbox is None:
         return message.reply_to_message_id
     # Rows of one chat go out in order, so the earlier row has been sent (or has failed).
-    target = await res.outbox.get(message.reply_to_outbox)
+    target = await res.platform.outbox.get(message.reply_to_outbox)
     return target["telegram_message_ids"][0] if target and target["telegram_message_ids"] else None
 
 
@@ -236,7 +235,7 @@ async def _send_text(bot, chat_id: int, text: str, keyboard, reply_to: int | Non
 
 async def _send_file(res, message: OutgoingMessage, markup, reply):
     """The copy the platform kept when the file was asked for, under the file's own name."""
-    path = outgoing_path(res.settings.data_dir, message.parts[0])
+    path = outgoing_path(res.platform.settings.data_dir, message.parts[0])
     try:
         content = await asyncio.to_thread(path.read_bytes)
     except OSError as exc:  # kept by a process on another machine, or removed: never coming
@@ -252,7 +251,7 @@ async def _send_file(res, message: OutgoingMessage, markup, reply):
 
 async def _edit(res, message: OutgoingMessage, markup) -> int:
     """Replace what an earlier row sent (a card's last part, which carries its buttons)."""
-    target = await res.outbox.get(message.edit_of)
+    target = await res.platform.outbox.get(message.edit_of)
     if target is None or not target["telegram_message_ids"]:
         raise BadRequest(f"outbox {message.edit_of} sent no message to edit")
     message_id = target["telegram_message_ids"][-1]
@@ -283,8 +282,8 @@ def _seconds(retry_after) -> float:
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def sweep_outbox(schedule: str = "") -> dict:
     """Re-send what a delivery should have sent by now (lost message, crashed worker)."""
-    res = await resources()
-    due = await res.outbox.due_for_retry(older_than=timedelta(seconds=20))
+    outbox = (await resources()).platform.outbox
+    due = await outbox.due_for_retry(older_than=timedelta(seconds=20))
     for outbox_id in due:
         await asyncio.to_thread(deliver.send, outbox_id)
     return {"deliveries_requeued": len(due)}

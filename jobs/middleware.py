@@ -1,4 +1,5 @@
-"""Worker middleware: a ``runs`` row for every job, and the worker's heartbeat."""
+"""Worker middleware: a ``runs`` row for every job (a job run), the worker's heartbeat, the agent
+runs it carries handed back at shutdown, and its resources closed."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from dramatiq import Middleware
 from dramatiq.asyncio import get_event_loop_thread
 
 from bot.timeutil import now
-from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
-from bot.upkeep.job_runs import RunRecord, RunStatus
+from bot.upkeep.heartbeats import BEAT_EVERY, process_id
+from bot.upkeep.job_runs import JobRunRecord, JobRunStatus
 from jobs import running
 from jobs.resources import close_resources, resources
 
@@ -23,7 +24,7 @@ def _run_on_worker_loop(coroutine) -> Any:
     return get_event_loop_thread().run_coroutine(coroutine)
 
 
-class RunRecorder(Middleware):
+class JobRunRecorder(Middleware):
     """Writes what each job did to ``runs``; the actor's return value is its summary.
 
     Rows are written in batches, every ``FLUSH_EVERY`` seconds, by a thread of their own: one
@@ -36,7 +37,7 @@ class RunRecorder(Middleware):
 
     def __init__(self) -> None:
         self._started: dict[str, datetime] = {}
-        self._finished: list[RunRecord] = []
+        self._finished: list[JobRunRecord] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -46,13 +47,13 @@ class RunRecorder(Middleware):
 
     def after_process_message(self, broker, message, *, result=None, exception=None) -> None:
         started = self._started.pop(message.message_id, now())
-        status, error = RunStatus.COMPLETED, None
+        status, error = JobRunStatus.COMPLETED, None
         if exception is not None:
             retries_left = message.options.get("retries", 0) < _max_retries(broker, message)
-            status = RunStatus.RETRYING if retries_left else RunStatus.FAILED
+            status = JobRunStatus.RETRYING if retries_left else JobRunStatus.FAILED
             error = f"{type(exception).__name__}: {exception}"
         summary = result if isinstance(result, dict) else {}
-        record = RunRecord(
+        record = JobRunRecord(
             message.actor_name, message.message_id, status, started, now(), summary, error
         )
         with self._lock:
@@ -63,7 +64,7 @@ class RunRecorder(Middleware):
 
     def after_worker_boot(self, broker, worker) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="aegis-runs", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="aegis-job-runs", daemon=True)
         self._thread.start()
 
     def after_worker_shutdown(self, broker, worker) -> None:
@@ -80,15 +81,15 @@ class RunRecorder(Middleware):
         try:
             _run_on_worker_loop(_record_many(batch))
         except Exception:
-            logger.exception("could not record %d runs", len(batch))
+            logger.exception("could not record %d job runs", len(batch))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.FLUSH_EVERY):
             self.flush()
 
 
-async def _record_many(batch: list[RunRecord]) -> None:
-    await (await resources()).runs.record_many(batch)
+async def _record_many(batch: list[JobRunRecord]) -> None:
+    await (await resources()).platform.job_runs.record_many(batch)
 
 
 def _max_retries(broker, message) -> int:
@@ -126,14 +127,14 @@ class WorkerHeartbeat(Middleware):
             self._stop.wait(BEAT_EVERY.total_seconds())
 
     async def _beat(self, *, stop: bool = False) -> None:
-        beats = Heartbeats((await resources()).store)
+        beats = (await resources()).platform.heartbeats
         if stop:
             await beats.stop(self.process)
         else:
             await beats.beat(self.process, "worker", self.started_at)
 
 
-class RunsHandBack(Middleware):
+class AgentRunsHandBack(Middleware):
     """At shutdown, stops the agent runs this worker carries and queues them again."""
 
     def before_worker_shutdown(self, broker, worker) -> None:
@@ -145,8 +146,8 @@ class RunsHandBack(Middleware):
 
 async def _hand_back_runs() -> None:
     if running.carried():
-        runs = (await resources()).platform.runs
-        count = await running.stop_all(runs.hand_back)
+        agent_runs = (await resources()).platform.runs
+        count = await running.stop_all(agent_runs.hand_back)
         logger.info("handed back %d agent runs", count)
 
 

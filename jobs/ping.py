@@ -16,13 +16,13 @@ require_broker()
 
 @dramatiq.actor(queue_name="default", max_retries=3, min_backoff=200)
 async def ping(chat_id: int, received_at: float, update_id: int) -> dict:
-    res = await resources()
+    outbox = (await resources()).platform.outbox
     elapsed_ms = (time.time() - received_at) * 1000
     text = (
         f"pong from worker {socket.gethostname()}:{os.getpid()}\n"
         f"bot → broker → worker: {elapsed_ms:.0f} ms"
     )
-    outbox_id, new = await res.outbox.put(chat_id, text, idempotency_key=f"ping:{update_id}")
+    outbox_id, new = await outbox.put(chat_id, text, idempotency_key=f"ping:{update_id}")
     if new:
-        await res.outbox.ask_delivery(outbox_id)
+        await outbox.ask_delivery(outbox_id)
     return {"messages_queued": int(new)}

@@ -1,4 +1,5 @@
-"""What actors need (the store, the outbox, a Bot) for this worker process.
+"""What actors need in this worker process: the core services (``.platform``), a Bot, and the
+broker's Redis on the worker's loop.
 
 Settings arrive once, from the process that starts the worker (``use_settings``). The
 loop-bound objects are created lazily inside the worker's event loop, the one Dramatiq's AsyncIO
@@ -17,12 +18,10 @@ from telegram import Bot
 from telegram.error import NetworkError
 
 from aegis.botapi.endpoint import make_bot
-from bot.chat.outbox import Outbox
 from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.store.database import Store
-from bot.upkeep.job_runs import Runs
 from jobs.enqueue import make_enqueue
 from jobs.redis_client import loop_client
 
@@ -31,12 +30,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Resources:
-    settings: Settings
-    store: Store
-    outbox: Outbox
-    runs: Runs
-    bot: Bot
+    """The core services, and what only actors use: the Bot (deliveries) and Redis."""
+
     platform: Platform
+    bot: Bot
     redis: redis.asyncio.Redis  # the broker's Redis, on this loop (the delivery's send windows)
 
 
@@ -75,7 +72,7 @@ async def close_resources() -> None:
         try:
             await current.redis.aclose()
         finally:
-            await current.store.close()
+            await current.platform.store.close()
 
 
 async def _create(settings: Settings) -> Resources:
@@ -85,10 +82,10 @@ async def _create(settings: Settings) -> Resources:
         await bot.initialize()
     except NetworkError as exc:
         # The Bot API may be down, or not up yet (``aegis up`` starts the worker before the web
-        # server that hosts the emulator). The store must still serve heartbeats and runs; the
+        # server that hosts the emulator). The store must still serve heartbeats and job runs; the
         # Bot's connections are ready, and a send that fails is retried like any network error.
         logger.warning("the Bot API is unreachable for now: %s", exc.message)
     signer = callback_signer(SecretFiles(settings.data_dir))
     platform = Platform.build(settings, store, signer, make_enqueue(dramatiq.get_broker()))
     redis_client = loop_client()
-    return Resources(settings, store, platform.outbox, Runs(store), bot, platform, redis_client)
+    return Resources(platform, bot, redis_client)

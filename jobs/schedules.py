@@ -18,7 +18,6 @@ from aegis.botapi.endpoint import owner_chats
 from bot.agents.agent_run import RunOrigin
 from bot.agents.profiles import with_tag
 from bot.errors import ConfigError, RunRefused
-from bot.upkeep.schedules import Schedules
 from jobs.broker import require_broker
 from jobs.resources import resources
 
@@ -30,9 +29,8 @@ CONFIG_LOOKS, CONFIG_LOOK_EVERY = 10, 0.25  # LiveConfig looks at the file once 
 # Retried: the run is keyed by the due time, so a retry after it was queued finds it.
 @dramatiq.actor(queue_name="default", max_retries=5, min_backoff=1000)
 async def scheduled_run(schedule: str, due: str = "") -> dict:
-    res = await resources()
-    platform = res.platform
-    schedules = Schedules(res.store)
+    platform = (await resources()).platform
+    schedules = platform.schedules
     row = await schedules.get(schedule)
     if row is None or not row.from_file:
         return {"schedules_gone": 1}
@@ -57,7 +55,7 @@ async def scheduled_run(schedule: str, due: str = "") -> dict:
     elif not await _knows(platform, agent):
         # Still unknown: raised, so Dramatiq retries once this worker has read the file too.
         raise ConfigError(f"schedule {schedule}: this worker does not know agent {agent!r} yet")
-    chats = owner_chats(res.settings)
+    chats = owner_chats(platform.settings)
     if not chats:
         logger.warning("schedule %s skipped: no owner chat (set AEGIS_OWNER_IDS)", schedule)
         return {"no_owner_chat": 1}

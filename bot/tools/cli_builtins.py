@@ -48,12 +48,12 @@ def _fixed_part(path: Path) -> Path:
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:
-    private = platform.settings.data_dir.resolve() if platform.settings else None
+    private = platform.settings.data_dir.resolve()
 
     async def permitted(args: dict, caller: Caller) -> str:
         # aegis's data dir holds its secrets (the webhook secret, the emulator's key): an agent
         # that read them could forge its owner's taps. No approval lets a CLI read there.
-        where = touches(args, private) if private is not None else None
+        where = touches(args, private)
         if where is not None:
             raise ToolRefused(f"{where} is inside aegis's own data dir, which no agent may read")
         return "permitted: the CLI runs it itself"

@@ -136,8 +136,6 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
         return finished.as_dict()
 
     async def send_file(args: dict, caller: Caller) -> dict:
-        if platform.settings is None:
-            raise ToolRefused("this process has no data dir to keep the file in until it is sent")
         run = await caller_run(platform, caller)
         source = inside(
             working_directory(platform, run.agent if run else caller.agent), args["path"]

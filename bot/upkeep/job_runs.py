@@ -1,4 +1,6 @@
-"""Runs: every job writes a row saying what ran, when, how it ended and what it changed.
+"""Job runs: every job a worker runs writes a row of the ``runs`` table (the design's name for it)
+saying what ran, when, how it ended and what it changed. Not agent runs: those are
+bot/agents/agent_runs.py.
 
 "Completed" with an empty summary is a finding, not a success: readers look at the numbers.
 """
@@ -16,7 +18,7 @@ from bot.store.database import Store
 from bot.store.tables import runs
 
 
-class RunStatus(enum.StrEnum):
+class JobRunStatus(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     RETRYING = "retrying"
@@ -24,7 +26,9 @@ class RunStatus(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Run:
+class JobRun:
+    """A row of ``runs``, read back."""
+
     id: int
     job: str
     status: str
@@ -35,12 +39,12 @@ class Run:
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    """A finished job, as the worker saw it."""
+class JobRunRecord:
+    """A finished job, as the worker saw it, to be written as a row."""
 
     job: str
     message_id: str
-    status: RunStatus
+    status: JobRunStatus
     started_at: datetime
     finished_at: datetime
     summary: dict[str, Any]
@@ -58,24 +62,26 @@ class RunRecord:
         }
 
 
-class Runs:
+class JobRuns:
+    """The ``runs`` table: written by the worker (jobs/middleware.py), read by /status."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def record_many(self, records: list[RunRecord]) -> None:
+    async def record_many(self, records: list[JobRunRecord]) -> None:
         """Write several runs in one transaction (the worker batches them)."""
         if not records:
             return
         async with self.store.write() as conn:
             await conn.execute(insert(runs), [record.row() for record in records])
 
-    async def latest(self, limit: int = 10, *, exclude_jobs: tuple[str, ...] = ()) -> list[Run]:
+    async def latest(self, limit: int = 10, *, exclude_jobs: tuple[str, ...] = ()) -> list[JobRun]:
         query = select(runs).order_by(runs.c.id.desc()).limit(limit)
         if exclude_jobs:
             query = query.where(runs.c.job.not_in(exclude_jobs))
         async with self.store.read() as conn:
             rows = (await conn.execute(query)).all()
         return [
-            Run(r.id, r.job, r.status, r.summary, r.error, r.started_at, r.finished_at)
+            JobRun(r.id, r.job, r.status, r.summary, r.error, r.started_at, r.finished_at)
             for r in rows
         ]

@@ -309,10 +309,9 @@ class Wiring:
     async def of_this_worker(cls) -> Wiring:
         from jobs.resources import resources
 
-        res = await resources()
-        ledger = res.platform.ledger or Ledger(res.store)
-        data_dir = res.settings.data_dir.resolve()
-        return cls(res.settings.mcp_port, AgentTokens(res.store), ledger, data_dir)
+        platform = (await resources()).platform
+        settings = platform.settings
+        return cls(settings.mcp_port, platform.tokens, platform.ledger, settings.data_dir.resolve())
 
 
 async def _after(ctx: RunContext, wiring: Wiring, process: CliProcess, seconds: float) -> None:

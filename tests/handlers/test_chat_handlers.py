@@ -28,7 +28,7 @@ async def test_ping_is_answered_by_the_worker_with_the_round_trip(stack):
     assert " ms" in pong["text"]
 
     async def ping_run_recorded():
-        runs = await stack.services.runs.latest(10)
+        runs = await stack.services.platform.job_runs.latest(10)
         return any(run.job == "ping" and run.summary == {"messages_queued": 1} for run in runs)
 
     await eventually(ping_run_recorded)
@@ -36,7 +36,7 @@ async def test_ping_is_answered_by_the_worker_with_the_round_trip(stack):
 
 async def test_status_shows_processes_queues_database_broker_and_jobs(stack):
     await stack.ask("/ping")
-    await eventually(lambda: stack.services.runs.latest(5))
+    await eventually(lambda: stack.services.platform.job_runs.latest(5))
     [status] = await stack.ask("/status")
     text = status["text"]
     assert "web: web@" in text and "worker: worker@" in text

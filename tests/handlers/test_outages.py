@@ -95,7 +95,7 @@ async def _status_is(stack, update_id: int, status: str) -> bool:
 
 
 async def test_long_polling_does_not_move_past_an_update_it_could_not_record(stack, monkeypatch):
-    web_store = stack.services.store
+    web_store = stack.services.platform.store
     assert stack.intake.log.store is web_store  # one store serves intake and handlers
     outage = StoreOutage(web_store, monkeypatch)
     batches: list[list[int]] = []
@@ -145,7 +145,7 @@ async def test_a_webhook_answers_503_while_the_database_is_down_and_is_delivered
         await webhook_registered(stack)
         await worker_ready(stack)
         opened = await owner_marker(stack)
-        outage = StoreOutage(stack.services.store, monkeypatch)
+        outage = StoreOutage(stack.services.platform.store, monkeypatch)
         failures = (await stack.emulator.stats())["webhook_failures"]
 
         outage.down = True

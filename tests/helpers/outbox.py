@@ -37,14 +37,16 @@ async def settled_row(stack: Stack, outbox_id: int, *, timeout: float = 10.0) ->
     """The outbox row once it is sent or failed."""
 
     async def check():
-        row = await stack.services.outbox.get(outbox_id)
+        row = await stack.services.platform.outbox.get(outbox_id)
         return row if row and row["status"] in SETTLED else None
 
     return await eventually(check, timeout=timeout)
 
 
 async def delivery_runs(stack: Stack) -> list:
-    return [run for run in await stack.services.runs.latest(500) if run.job == "deliver"]
+    return [
+        run for run in await stack.services.platform.job_runs.latest(500) if run.job == "deliver"
+    ]
 
 
 async def bot_texts(stack: Stack, chat_id: int = OWNER_CHAT) -> list[str | None]:

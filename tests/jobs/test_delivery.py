@@ -153,7 +153,7 @@ async def test_a_duplicate_delivery_message_does_not_send_twice(stack):
     assert run.status == "completed"
     assert await bot_texts(stack) == ["exactly once"]
     assert duplicate.message_id  # the run belongs to the message we sent
-    row = await stack.services.outbox.get(outbox_id)
+    row = await stack.services.platform.outbox.get(outbox_id)
     assert row["attempts"] == 1 and row["status"] == "sent"
 
 
@@ -192,7 +192,7 @@ async def test_a_user_who_blocked_the_bot_fails_the_row_for_good(stack):
     # A sweep or a stray duplicate finds nothing to do: the row is never claimed again.
     stack.broker.get_actor("deliver").send(outbox_id)
     await eventually(lambda: _run_with(stack, {"nothing_to_send": 1}))
-    row = await stack.services.outbox.get(outbox_id)
+    row = await stack.services.platform.outbox.get(outbox_id)
     assert row["attempts"] == 1 and row["status"] == "failed"
     assert await stack.bot_messages() == []
 

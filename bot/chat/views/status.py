@@ -8,7 +8,7 @@ from bot.chat.outbox import Outbox
 from bot.chat.views.schedules import status_lines
 from bot.timeutil import now, short_time
 from bot.upkeep.heartbeats import Heartbeats, Process
-from bot.upkeep.job_runs import Run, Runs
+from bot.upkeep.job_runs import JobRun, JobRuns
 from bot.upkeep.schedules import Schedules
 
 QUIET_JOBS = ("deliver",)  # one per message sent: counted in the outbox line instead
@@ -21,7 +21,7 @@ class StatusReport:
     outbox: dict[str, int]
     database: str
     broker: str
-    latest_runs: list[Run]
+    latest_jobs: list[JobRun]
     schedules: list[str] = field(default_factory=list)  # warnings and skips; none: quiet
     config_problem: str | None = None  # why aegis.yaml on disk is not the one in force
 
@@ -36,7 +36,7 @@ class StatusReport:
         outbox = ", ".join(f"{k} {v}" for k, v in sorted(self.outbox.items())) or "empty"
         lines += [f"Outbox: {outbox}", f"Database: {self.database}", f"Broker: {self.broker}"]
         lines += ["", "Latest jobs"]
-        lines += [f"  {_run_line(run)}" for run in self.latest_runs] or ["  none yet"]
+        lines += [f"  {_job_line(run)}" for run in self.latest_jobs] or ["  none yet"]
         if self.schedules:
             lines += ["", "Schedules", *(f"  {line}" for line in self.schedules)]
         if self.config_problem:
@@ -51,7 +51,7 @@ class StatusReport:
 async def gather_status(
     heartbeats: Heartbeats,
     outbox: Outbox,
-    runs: Runs,
+    job_runs: JobRuns,
     *,
     queue_depths: dict[str, int] | None,
     database: str,
@@ -67,7 +67,7 @@ async def gather_status(
         outbox=await outbox.counts(),
         database=database,
         broker=broker,
-        latest_runs=await runs.latest(5, exclude_jobs=QUIET_JOBS),
+        latest_jobs=await job_runs.latest(5, exclude_jobs=QUIET_JOBS),
         schedules=status_lines(rows, agents or {}),
         config_problem=config_problem,
     )
@@ -78,7 +78,7 @@ def _process_line(process: Process) -> str:
     return f"{process.kind}: {process.process_id}, up {_duration(up.total_seconds())}"
 
 
-def _run_line(run: Run) -> str:
+def _job_line(run: JobRun) -> str:
     effects = ", ".join(f"{k} {v}" for k, v in run.summary.items()) or "no effect recorded"
     when = short_time(run.finished_at or run.started_at)
     return f"{run.job} {run.status} at {when}: {effects}"
