@@ -23,7 +23,7 @@ from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 from telegram.warnings import PTBUserWarning
 
-from bot.chat.outbox import OutboxKind, OutgoingMessage, outgoing_path
+from bot.chat.outgoing import OutboxKind, OutgoingMessage, outgoing_path
 from bot.errors import LeaseLost
 from bot.timeutil import now
 from jobs.broker import require_broker

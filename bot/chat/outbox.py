@@ -18,19 +18,32 @@ the call ran, so changing the file afterwards cannot change what arrives.
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.chat.outbox_statements import (
+    CLAIM_NEXT_IN_CHAT,
+    INSERT_RETURNING_ID,
+    OLDEST_IN_CHAT_SQL,
+    RECORD_LAST_PART,
+    RECORD_PART,
+    claimable,
+    still_held,
+)
+from bot.chat.outgoing import (
+    OutboxKind,
+    OutboxStatus,
+    OutgoingMessage,
+    split_text,
+)
 from bot.errors import BrokerError, LeaseLost
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import outbox
@@ -40,15 +53,7 @@ logger = logging.getLogger(__name__)
 # Asks a worker to deliver one row (the delivery actor, by its id); raises BrokerError when the
 # broker is down.
 Deliver = Callable[[int], Awaitable[None]]
-TELEGRAM_TEXT_LIMIT = 4096
-OUTGOING = "outgoing"  # the data dir's folder of files to send, one folder per content hash
 LEASE = timedelta(seconds=60)
-# The chat's oldest undelivered row, for Store.read_now: what _next_in_chat_of picks.
-OLDEST_IN_CHAT_SQL = (
-    "SELECT status, lease_until FROM outbox WHERE id = (SELECT min(id) FROM outbox"
-    " WHERE chat_id = (SELECT chat_id FROM outbox WHERE id = ?)"
-    " AND status IN ('pending', 'sending'))"
-)
 
 
 @dataclass
@@ -63,72 +68,6 @@ class _Gathered:
 
 # While set, deliveries are asked for once per chat at the end (Outbox.deliveries_gathered).
 _gathered: ContextVar[_Gathered | None] = ContextVar("gathered_deliveries", default=None)
-
-
-class OutboxStatus(enum.StrEnum):
-    PENDING = "pending"
-    SENDING = "sending"
-    SENT = "sent"
-    FAILED = "failed"
-
-
-class OutboxKind(enum.StrEnum):
-    TEXT = "text"
-    DOCUMENT = "document"  # a text too long for messages, sent as a .txt file
-    FILE = "file"  # a copy under the data dir's outgoing/; parts[0] is "<sha256>/<file name>"
-    EDIT = "edit"  # replaces the text and buttons of the message an earlier row sent
-
-
-@dataclass
-class OutgoingMessage:
-    id: int
-    chat_id: int
-    kind: OutboxKind
-    parts: list[str]
-    reply_markup: dict[str, Any] | None
-    reply_to_message_id: int | None
-    parts_sent: int
-    telegram_message_ids: list[int]
-    attempts: int
-    lease_until: datetime | None = None  # the lease this delivery holds: its claim on the row
-    caption: str | None = None
-    edit_of: int | None = None
-    reply_to_outbox: int | None = None  # reply to what that earlier row sent
-
-
-def outgoing_path(data_dir: Path, stored: str) -> Path:
-    """Where the copy a FILE row sends is kept."""
-    return data_dir / OUTGOING / stored
-
-
-def split_text(text: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[str]:
-    """Split at line boundaries into parts of at most ``limit`` characters, none blank."""
-    if len(text) <= limit and text.strip():
-        return [text]
-    parts: list[str] = []
-    current = ""
-    for line in text.splitlines(keepends=True):
-        while len(line) > limit:
-            cut = _cut_point(line, limit)
-            parts, current = _flush(parts, current), ""
-            # A cut can fall inside a long run of spaces; Telegram refuses a blank message.
-            parts = _flush(parts, line[:cut])
-            line = line[cut:]
-        if len(current) + len(line) > limit:
-            parts, current = _flush(parts, current), ""
-        current += line
-    return _flush(parts, current) or [text[:limit]]
-
-
-def _cut_point(line: str, limit: int) -> int:
-    space = line.rfind(" ", limit // 2, limit)
-    return space + 1 if space > 0 else limit
-
-
-def _flush(parts: list[str], current: str) -> list[str]:
-    if current.strip():
-        parts.append(current.rstrip("\n"))
-    return parts
 
 
 class Outbox:
@@ -390,7 +329,7 @@ class Outbox:
             .where(
                 or_(
                     and_(
-                        _claimable(outbox, moment),
+                        claimable(outbox, moment),
                         outbox.c.status == OutboxStatus.PENDING,
                         outbox.c.created_at < moment - older_than,
                     ),
@@ -424,7 +363,7 @@ class Outbox:
         async with self.store.write() as conn:
             changed = await conn.execute(
                 update(outbox)
-                .where(outbox.c.id == message_id, *_still_held(held))
+                .where(outbox.c.id == message_id, *still_held(held))
                 .values(status=status, last_error=error and error[:1000], **values)
             )
         return changed.rowcount == 1
@@ -435,109 +374,8 @@ class Outbox:
             return (await conn.execute(query)).scalar_one()
 
 
-def _still_held(held: OutgoingMessage | None) -> tuple:
-    if held is None:
-        return ()
-    return (outbox.c.status == OutboxStatus.SENDING, outbox.c.lease_until == held.lease_until)
-
-
-def _next_in_chat_of(message_id: int, moment):
-    """The chat's oldest undelivered row, which ``_claim`` takes only if it is claimable now.
-
-    Never a younger row while an older one waits: not while it is being sent (a live lease),
-    and not while it is held back after a rate limit or a 429, or order would be lost.
-    """
-    chat = select(outbox.c.chat_id).where(outbox.c.id == message_id).scalar_subquery()
-    candidate = outbox.alias("candidate")
-    oldest = (
-        select(func.min(candidate.c.id))
-        .where(
-            candidate.c.chat_id == chat,
-            # Two plain comparisons, not IN: an IN list is expanded anew at every execution.
-            or_(
-                candidate.c.status == OutboxStatus.PENDING,
-                candidate.c.status == OutboxStatus.SENDING,
-            ),
-        )
-        .scalar_subquery()
-    )
-    return outbox.c.id == oldest
-
-
-# The delivery's hot statements, built once: a statement built anew for each call costs more to
-# build and to look up in SQLAlchemy's cache of compiled SQL than SQLite needs to run it, and a
-# delivery runs them with the file's write lock held.
-INSERT_RETURNING_ID = insert(outbox).returning(outbox.c.id)
-_HELD = (
-    outbox.c.id == bindparam("id_"),
-    outbox.c.status == OutboxStatus.SENDING,
-    outbox.c.lease_until == bindparam("held_lease", type_=outbox.c.lease_until.type),
-)
-
-
-def _record_statement(*also: str):
-    """A part recorded as sent by the delivery holding the row; ``also``: the other columns set
-    (the next lease, or the row's end)."""
-    columns = ("parts_sent", "telegram_message_ids", *also)
-    return update(outbox).where(*_HELD).values({name: bindparam(name) for name in columns})
-
-
-RECORD_PART = _record_statement("lease_until")
-RECORD_LAST_PART = _record_statement("status", "sent_at", "last_error")
-
-
-def _claim_statement():
-    moment = bindparam("moment", type_=outbox.c.lease_until.type)
-    return (
-        update(outbox)
-        .where(
-            _next_in_chat_of(bindparam("of_message"), moment),
-            _claimable(outbox, moment),
-        )
-        .values(
-            status=OutboxStatus.SENDING,
-            lease_until=bindparam("lease_until", type_=outbox.c.lease_until.type),
-            attempts=outbox.c.attempts + 1,
-        )
-        .returning(*outbox.c)
-    )
-
-
 async def _claim_next_in_chat(conn, message_id: int, moment) -> OutgoingMessage | None:
     """Claim the oldest undelivered row of ``message_id``'s chat, if it is claimable now."""
     params = {"of_message": message_id, "moment": moment, "lease_until": moment + LEASE}
     row = (await conn.execute(CLAIM_NEXT_IN_CHAT, params)).first()
-    return _message(row) if row else None
-
-
-def _claimable(table, moment):
-    """Pending and not held back (``lease_until`` on a pending row is "not before"), or being
-    sent by a delivery whose lease ran out (a crashed worker)."""
-    return or_(
-        and_(
-            table.c.status == OutboxStatus.PENDING,
-            or_(table.c.lease_until.is_(None), table.c.lease_until <= moment),
-        ),
-        and_(table.c.status == OutboxStatus.SENDING, table.c.lease_until < moment),
-    )
-
-
-def _message(row: Any) -> OutgoingMessage:
-    return OutgoingMessage(
-        id=row.id,
-        chat_id=row.chat_id,
-        kind=OutboxKind(row.kind),
-        parts=list(row.parts),
-        reply_markup=row.reply_markup,
-        reply_to_message_id=row.reply_to_message_id,
-        parts_sent=row.parts_sent,
-        telegram_message_ids=list(row.telegram_message_ids),
-        attempts=row.attempts,
-        lease_until=row.lease_until,
-        caption=row.caption,
-        edit_of=row.edit_of,
-        reply_to_outbox=row.reply_to_outbox,
-    )
-
-
-CLAIM_NEXT_IN_CHAT = _claim_statement()
+    return OutgoingMessage.from_row(row) if row else None

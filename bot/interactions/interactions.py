@@ -23,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bot.actions.audit import AuditEvent, audit_card
 from bot.actions.grants import Approvals
 from bot.chat.callbacks import CallbackSigner
-from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox
+from bot.chat.outbox import Outbox
+from bot.chat.text import MESSAGE_LIMIT
 from bot.chat.views import cards
 from bot.errors import BrokerError
 from bot.interactions.answers import Answers
@@ -139,7 +140,7 @@ class Interactions:
     async def _put_card(self, conn: AsyncConnection, interaction: Interaction, chat_id: int) -> int:
         text = cards.card_text(interaction)
         markup = cards.card_markup(interaction, self.signer)
-        if len(text) <= TELEGRAM_TEXT_LIMIT:
+        if len(text) <= MESSAGE_LIMIT:
             outbox_id = await self.outbox.add(conn, chat_id, text, reply_markup=markup)
         else:  # approving what you cannot see is not approval: the whole card goes as a file
             caption = cards.card_caption(interaction)
@@ -315,10 +316,10 @@ class Interactions:
         try:
             for settled in effects.continuations:
                 await self.send_continuation(settled)
-            for outbox_id in effects.outbox_ids:
-                await self.enqueue("deliver", outbox_id)
         except BrokerError as exc:
-            logger.warning("broker down, the sweeps will catch up: %s", exc)
+            logger.warning("broker down, the interactions sweep will catch up: %s", exc)
+        for outbox_id in effects.outbox_ids:
+            await self.outbox.ask_delivery(outbox_id)  # a broker outage: the outbox sweep
 
     async def send_continuation(self, settled: Interaction) -> None:
         kwargs = {**settled.continuation_kwargs, "interaction_id": settled.id}

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, BinaryIO
 
-from bot.chat.outbox import OUTGOING
+from bot.chat.outgoing import OUTGOING
 from bot.errors import ToolRefused
 from bot.timeutil import now
 from bot.tools.processes import run_bounded

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bot.chat.outbox import OutboxStatus
+from bot.chat.outgoing import OutboxStatus
 from bot.errors import StoreError
 from bot.store.database import Store
 from bot.store.tables import heartbeats, outbox, updates

@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from bot.actions.audit import AuditEvent
 from bot.agents.agent_run import RunState
-from bot.chat.outbox import OutboxStatus
+from bot.chat.outgoing import OutboxStatus
 from bot.store.tables import agent_runs, audit_events, outbox, runs
 from tests.helpers import worker_process
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack

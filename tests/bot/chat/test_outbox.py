@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import update
 
-from bot.chat.outbox import LEASE, TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind, OutboxStatus, split_text
+from bot.chat.outbox import LEASE, Outbox
+from bot.chat.outgoing import OutboxKind, OutboxStatus, split_text
+from bot.chat.text import MESSAGE_LIMIT
 from bot.errors import LeaseLost
 from bot.store.database import Store
 from bot.store.tables import outbox as outbox_table
@@ -41,13 +43,13 @@ def test_every_part_fits_none_is_blank_and_nothing_visible_is_lost(text):
     if not text.strip():
         return  # Outbox.put refuses blank text; nothing to deliver
     assert parts
-    assert all(len(part) <= TELEGRAM_TEXT_LIMIT for part in parts)
+    assert all(len(part) <= MESSAGE_LIMIT for part in parts)
     assert all(part.strip() for part in parts)
     assert visible("".join(parts)) == visible(text)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(min_size=1, max_size=TELEGRAM_TEXT_LIMIT).filter(str.strip))
+@given(st.text(min_size=1, max_size=MESSAGE_LIMIT).filter(str.strip))
 def test_a_text_within_the_limit_is_one_part_unchanged(text):
     assert split_text(text) == [text]
 
@@ -59,7 +61,7 @@ def test_a_text_within_the_limit_is_one_part_unchanged(text):
 def test_many_short_lines_are_split_only_at_line_boundaries(lines):
     text = "\n".join(lines)
     parts = split_text(text)
-    assert all(len(part) <= TELEGRAM_TEXT_LIMIT for part in parts)
+    assert all(len(part) <= MESSAGE_LIMIT for part in parts)
     # No line is cut in two: each part is a run of whole lines.
     assert [line for part in parts for line in part.split("\n")] == lines
 
@@ -68,7 +70,7 @@ def test_ten_thousand_characters_of_lines_become_three_parts():
     line = "a" * 99 + "\n"
     parts = split_text(line * 100)
     assert len(parts) == 3
-    assert all(part.endswith("a") and len(part) <= TELEGRAM_TEXT_LIMIT for part in parts)
+    assert all(part.endswith("a") and len(part) <= MESSAGE_LIMIT for part in parts)
 
 
 def test_a_long_line_is_cut_at_a_space_when_there_is_one():

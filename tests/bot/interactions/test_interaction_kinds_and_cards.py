@@ -15,7 +15,9 @@ from datetime import timedelta
 import pytest
 
 from bot.actions.audit import AuditEvent
-from bot.chat.outbox import TELEGRAM_TEXT_LIMIT, Outbox, OutboxKind
+from bot.chat.outbox import Outbox
+from bot.chat.outgoing import OutboxKind
+from bot.chat.text import MESSAGE_LIMIT
 from bot.chat.views import cards
 from bot.interactions.interaction import InteractionOutcome, InteractionStatus, Kind
 from bot.store.database import Store
@@ -230,7 +232,7 @@ async def test_a_card_shows_the_complete_pretty_printed_arguments(store, asker):
     }
 
 
-@pytest.mark.parametrize("size", [TELEGRAM_TEXT_LIMIT, 20_000])
+@pytest.mark.parametrize("size", [MESSAGE_LIMIT, 20_000])
 async def test_arguments_too_long_for_a_message_go_as_a_file_with_every_argument(
     store, asker, size
 ):

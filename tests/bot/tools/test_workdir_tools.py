@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 
 from bot.actions.call import Caller, CallStatus, ToolCall
 from bot.agents.agent_run import RunOrigin
-from bot.chat.outbox import OUTGOING, OutboxKind, outgoing_path
+from bot.chat.outgoing import OUTGOING, OutboxKind, outgoing_path
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.errors import ToolRefused

@@ -1,0 +1,101 @@
+"""The outbox's hot statements, built once, and the raw-SQL read that mirrors one of them.
+
+A statement built anew for each call costs more to build and to look up in SQLAlchemy's cache of
+compiled SQL than SQLite needs to run it, and a delivery runs these with the file's write lock
+held. ``OLDEST_IN_CHAT_SQL`` says what ``next_in_chat_of`` picks, for Store.read_now (on SQLite
+only: elsewhere the claim itself finds nothing to take).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+
+from bot.chat.outgoing import OutboxStatus, OutgoingMessage
+from bot.store.tables import outbox
+
+# The chat's oldest undelivered row, for Store.read_now: what next_in_chat_of picks.
+OLDEST_IN_CHAT_SQL = (
+    "SELECT status, lease_until FROM outbox WHERE id = (SELECT min(id) FROM outbox"
+    " WHERE chat_id = (SELECT chat_id FROM outbox WHERE id = ?)"
+    " AND status IN ('pending', 'sending'))"
+)
+
+
+def still_held(held: OutgoingMessage | None) -> tuple:
+    if held is None:
+        return ()
+    return (outbox.c.status == OutboxStatus.SENDING, outbox.c.lease_until == held.lease_until)
+
+
+def next_in_chat_of(message_id: int, moment):
+    """The chat's oldest undelivered row, which ``_claim`` takes only if it is claimable now.
+
+    Never a younger row while an older one waits: not while it is being sent (a live lease),
+    and not while it is held back after a rate limit or a 429, or order would be lost.
+    """
+    chat = select(outbox.c.chat_id).where(outbox.c.id == message_id).scalar_subquery()
+    candidate = outbox.alias("candidate")
+    oldest = (
+        select(func.min(candidate.c.id))
+        .where(
+            candidate.c.chat_id == chat,
+            # Two plain comparisons, not IN: an IN list is expanded anew at every execution.
+            or_(
+                candidate.c.status == OutboxStatus.PENDING,
+                candidate.c.status == OutboxStatus.SENDING,
+            ),
+        )
+        .scalar_subquery()
+    )
+    return outbox.c.id == oldest
+
+
+INSERT_RETURNING_ID = insert(outbox).returning(outbox.c.id)
+HELD = (
+    outbox.c.id == bindparam("id_"),
+    outbox.c.status == OutboxStatus.SENDING,
+    outbox.c.lease_until == bindparam("held_lease", type_=outbox.c.lease_until.type),
+)
+
+
+def record_statement(*also: str):
+    """A part recorded as sent by the delivery holding the row; ``also``: the other columns set
+    (the next lease, or the row's end)."""
+    columns = ("parts_sent", "telegram_message_ids", *also)
+    return update(outbox).where(*HELD).values({name: bindparam(name) for name in columns})
+
+
+RECORD_PART = record_statement("lease_until")
+RECORD_LAST_PART = record_statement("status", "sent_at", "last_error")
+
+
+def claim_statement():
+    moment = bindparam("moment", type_=outbox.c.lease_until.type)
+    return (
+        update(outbox)
+        .where(
+            next_in_chat_of(bindparam("of_message"), moment),
+            claimable(outbox, moment),
+        )
+        .values(
+            status=OutboxStatus.SENDING,
+            lease_until=bindparam("lease_until", type_=outbox.c.lease_until.type),
+            attempts=outbox.c.attempts + 1,
+        )
+        .returning(*outbox.c)
+    )
+
+
+def claimable(table, moment):
+    """Pending and not held back (``lease_until`` on a pending row is "not before"), or being
+    sent by a delivery whose lease ran out (a crashed worker)."""
+    return or_(
+        and_(
+            table.c.status == OutboxStatus.PENDING,
+            or_(table.c.lease_until.is_(None), table.c.lease_until <= moment),
+        ),
+        and_(table.c.status == OutboxStatus.SENDING, table.c.lease_until < moment),
+    )
+
+
+CLAIM_NEXT_IN_CHAT = claim_statement()
