@@ -113,8 +113,9 @@ class Platform:
             key=key,
         )
         if new:
-            await self.outbox.ask_delivery(run.progress_outbox_id)
             try:
+                if not await self.outbox.ask_delivery(run.progress_outbox_id):
+                    raise BrokerError("the progress message's delivery was refused")
                 await self.interactions.enqueue("run_agent", run.id)
             except BrokerError:
                 logger.warning("broker down: run %s waits for the run sweep", run.id)

@@ -7,6 +7,7 @@ carries the decision it made, so nobody downstream decides or hashes the same ca
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ class ToolCall:
     unhashable: str | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
+        # A copy of its own: what was hashed (and approved) is what runs, whatever the caller
+        # does with its dict afterwards.
+        object.__setattr__(self, "args", copy.deepcopy(self.args))
         try:
             object.__setattr__(self, "args_hash", approval_hash(self.agent, self.tool, self.args))
         except (TypeError, ValueError) as exc:

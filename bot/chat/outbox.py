@@ -131,16 +131,18 @@ class Outbox:
         await self.ask_delivery(outbox_id)
         return outbox_id
 
-    async def ask_delivery(self, outbox_id: int) -> None:
+    async def ask_delivery(self, outbox_id: int) -> bool:
         """Ask a worker to deliver the row (one queued with ``add``, once its transaction has
-        committed). If the broker is down the row stays in the outbox and the sweep delivers
-        it later, so this does not fail the caller."""
+        committed); False when the broker is down. The row then stays in the outbox and the
+        sweep delivers it later, so this does not fail the caller."""
         if self.deliver is None:
-            return
+            return True
         try:
             await self.deliver(outbox_id)
         except BrokerError:
             logger.warning("broker down: outbox %s waits for the sweep", outbox_id)
+            return False
+        return True
 
     @contextlib.asynccontextmanager
     async def deliveries_gathered(self) -> AsyncIterator[None]:

@@ -317,9 +317,11 @@ class Interactions:
             for settled in effects.continuations:
                 await self.send_continuation(settled)
         except BrokerError as exc:
-            logger.warning("broker down, the interactions sweep will catch up: %s", exc)
+            logger.warning("broker down, the sweeps will catch up: %s", exc)
+            return
         for outbox_id in effects.outbox_ids:
-            await self.outbox.ask_delivery(outbox_id)  # a broker outage: the outbox sweep
+            if not await self.outbox.ask_delivery(outbox_id):
+                return  # the broker is down: the outbox sweep sends the rest
 
     async def send_continuation(self, settled: Interaction) -> None:
         kwargs = {**settled.continuation_kwargs, "interaction_id": settled.id}

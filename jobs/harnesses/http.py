@@ -277,8 +277,7 @@ class WorkerHttpHarness:
 
     async def run(self, ctx: RunContext) -> str:
         platform = (await resources()).platform
-        ledger = platform.ledger or Ledger(platform.runs.store)
         harness = HttpHarness(
-            lambda: platform.catalog, ledger, max_turns=MAX_TURNS, ceiling=CALL_CEILING
+            lambda: platform.catalog, platform.ledger, max_turns=MAX_TURNS, ceiling=CALL_CEILING
         )
         return await harness.run(ctx)

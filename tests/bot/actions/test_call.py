@@ -119,3 +119,12 @@ async def _card_appears(store) -> int:
                 return (await conn.execute(interactions.select())).one().id
         await asyncio.sleep(0.01)
     raise AssertionError("no card was made")
+
+
+def test_a_call_keeps_its_own_copy_of_what_was_hashed():
+    args = {"text": "hello", "tags": ["a"]}
+    call = ToolCall("scribe", "notes.write", args, CHAT)
+    args["text"] = "rm -rf /"
+    args["tags"].append("b")
+    assert call.args == {"text": "hello", "tags": ["a"]}
+    assert call.args_hash == approval_hash("scribe", "notes.write", call.args)
