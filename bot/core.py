@@ -112,10 +112,8 @@ class Platform:
             schedule=schedule,
             key=key,
         )
-        if new:
+        if new and await self.outbox.ask_delivery(run.progress_outbox_id):
             try:
-                if not await self.outbox.ask_delivery(run.progress_outbox_id):
-                    raise BrokerError("the progress message's delivery was refused")
                 await self.interactions.enqueue("run_agent", run.id)
             except BrokerError:
                 logger.warning("broker down: run %s waits for the run sweep", run.id)

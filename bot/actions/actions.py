@@ -78,9 +78,7 @@ class Actions:
             await Audit(self.store).record(
                 AuditEvent.ALLOWED,
                 decision.reason,
-                agent=call.agent,
-                tool=call.tool,
-                args_hash=call.args_hash,
+                **call.audited,
             )
             outcome = await self._run(call, None)
         else:
@@ -115,9 +113,7 @@ class Actions:
                     conn,
                     AuditEvent.USED,
                     f"used the grant of card #{granted_by_card}",
-                    agent=call.agent,
-                    tool=call.tool,
-                    args_hash=args_hash,
+                    **call.audited,
                     interaction_id=granted_by_card,
                 )
             else:
@@ -157,9 +153,7 @@ class Actions:
             conn,
             event,
             detail,
-            agent=call.agent,
-            tool=call.tool,
-            args_hash=call.args_hash,
+            **call.audited,
             interaction_id=waiting.id,
         )
         return waiting
@@ -187,16 +181,12 @@ class Actions:
         await Audit(self.store).record(
             AuditEvent.FAILED,
             reason,
-            agent=call.agent,
-            tool=call.tool,
-            args_hash=call.args_hash,
+            **call.audited,
             interaction_id=interaction_id,
         )
 
     async def _deny(self, call: ToolCall, reason: str) -> CallOutcome:
-        await Audit(self.store).record(
-            AuditEvent.DENIED, reason, agent=call.agent, tool=call.tool, args_hash=call.args_hash
-        )
+        await Audit(self.store).record(AuditEvent.DENIED, reason, **call.audited)
         return CallOutcome(CallStatus.DENIED, reason)
 
 

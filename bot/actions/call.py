@@ -59,6 +59,11 @@ class ToolCall:
         chat = self.chat_id if self.chat_id is not None else 0  # only a card needs a chat
         return Caller(self.agent, chat, self.run_id, card)
 
+    @property
+    def audited(self) -> dict[str, str | None]:
+        """What an audit event says of the call (``Audit.add(..., **call.audited)``)."""
+        return {"agent": self.agent, "tool": self.tool, "args_hash": self.args_hash}
+
     def is_for(self, args_hash: str | None) -> bool:
         """Whether a card or grant made for ``args_hash`` is for exactly this call."""
         return self.args_hash is not None and self.args_hash == args_hash

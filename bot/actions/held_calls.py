@@ -249,9 +249,7 @@ class HeldCalls:
             await Audit(self.store).record(
                 AuditEvent.DENIED,
                 f"not asked again: {reason.reason}",
-                agent=agent,
-                tool=call.tool,
-                args_hash=args_hash,
+                **call.audited,
                 interaction_id=reason.interaction_id,
             )
         return reason
