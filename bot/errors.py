@@ -156,5 +156,14 @@ class MonitorError(AegisError):
     """Raised when a monitor cannot be declared, checked or alerted on as asked."""
 
 
+class MonitorRefused(MonitorError, ValueError):
+    """Raised when a monitor's declaration is refused; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
 class FederationError(AegisError):
     """Raised when a peer's request is refused or a request to a peer cannot be made."""
