@@ -14,8 +14,9 @@ from aegis.botapi.endpoint import chat_page_url
 from aegis.clock import run_clock
 from aegis.runtime import RedisTarget, open_broker, open_store, resolve_redis
 from aegis.web import create_web_app
-from bot.config.live import LiveConfig
+from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
+from bot.core import Platform
 from jobs.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,10 @@ async def serve_clock(
     broker = broker or open_broker(settings, target)
     store = await open_store(settings)
     try:
-        await run_clock(store, make_enqueue(broker), stop, LiveConfig(settings.config_file))
+        enqueue = make_enqueue(broker)
+        signer = callback_signer(SecretFiles(settings.data_dir))
+        platform = Platform.build(settings, store, signer, enqueue)  # for its monitors
+        await run_clock(store, enqueue, stop, platform.config, platform.monitors)
     finally:
         await store.close()
 

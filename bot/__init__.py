@@ -13,6 +13,7 @@
   delegation, the demo agent.
 - ``bot.tools``: the platform's own tools, their declarations apart from their functions.
 - ``bot.upkeep``: job runs, heartbeats, schedules.
+- ``bot.monitors``: monitors, their checks' verdicts, incidents and their cards.
 
 Beside them: ``bot/core.py`` builds the core services once per process, ``bot/errors.py`` holds
 every error aegis raises on purpose, ``bot/timeutil.py`` is the one clock.

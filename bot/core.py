@@ -25,6 +25,8 @@ from bot.config.live import LiveConfig
 from bot.config.settings import Settings
 from bot.errors import BrokerError, RunRefused
 from bot.interactions.interactions import Enqueue, Interactions
+from bot.monitors.incidents import Incidents
+from bot.monitors.monitors import Monitors
 from bot.store.database import Store
 from bot.tasks.inbox import Inbox
 from bot.tasks.notes import Notes
@@ -38,6 +40,7 @@ from bot.upkeep.schedules import Schedules
 from policies.tools import Catalog
 
 logger = logging.getLogger(__name__)
+MONITOR_TAG = "monitors"  # an agent with this tag is offered on incident cards
 
 
 @dataclass
@@ -71,6 +74,7 @@ class Platform:
     job_runs: JobRuns  # a ``runs`` row for every job a worker ran
     heartbeats: Heartbeats
     schedules: Schedules
+    monitors: Monitors  # what aegis watches, and the incidents they open
 
     @property
     def catalog(self) -> Catalog:
@@ -79,6 +83,15 @@ class Platform:
     @property
     def agents(self) -> dict[str, AgentProfile]:
         return self.config.current().agents
+
+    @property
+    def monitor_agents(self) -> tuple[str, ...]:
+        """The agents an incident card offers to run: runnable, tagged ``monitors``."""
+        return tuple(
+            slug
+            for slug, agent in sorted(self.agents.items())
+            if MONITOR_TAG in agent.tags and agent.runnable
+        )
 
     async def start_run(
         self,
@@ -162,6 +175,7 @@ class Platform:
             job_runs=JobRuns(store),
             heartbeats=Heartbeats(store),
             schedules=Schedules(store),
+            monitors=Monitors(store, Incidents(store, outbox, signer)),
         )
         toolbox.update(platform_functions(platform))
         actions.explainers = platform_explainers(platform)

@@ -22,7 +22,7 @@ from telegram.ext import (
 )
 
 from bot.chat.views.commands import COMMANDS, Command
-from handlers import agents, buttons, chat, interactions, ledger, schedules, tasks
+from handlers import agents, buttons, chat, interactions, ledger, monitors, schedules, tasks
 from handlers.errors import on_error
 from handlers.gate import gate
 from handlers.services import SERVICES_KEY, Services
@@ -57,6 +57,8 @@ CALLBACKS = {
     "agents": agents.agents,
     "schedules": schedules.show,
     "models": ledger.models,
+    "watch": monitors.watch,
+    "monitors": monitors.show,
 }
 
 

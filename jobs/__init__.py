@@ -17,6 +17,7 @@ ACTOR_MODULES = (
     "jobs.delegation",
     "jobs.schedules",
     "jobs.briefing",
+    "jobs.monitors",
 )
 
 

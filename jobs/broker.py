@@ -26,7 +26,7 @@ class _SummariesAreRecorded(logging.Filter):
 
 
 logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_SummariesAreRecorded())
-QUEUES = ("default", "outbox", "runs")
+QUEUES = ("default", "outbox", "runs", "monitors")
 _configured: RedisBroker | None = None
 
 

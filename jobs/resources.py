@@ -22,6 +22,7 @@ from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.store.database import Store
+from jobs import probe
 from jobs.enqueue import make_enqueue
 from jobs.redis_client import loop_client
 
@@ -67,6 +68,7 @@ async def close_resources() -> None:
         return
     current, _resources = _resources, None
     try:
+        await probe.close()  # the monitors' pooled connections
         await current.bot.shutdown()
     finally:
         try:

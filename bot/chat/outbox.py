@@ -196,11 +196,14 @@ class Outbox:
         reply_markup: dict[str, Any] | None = None,
         caption: str | None = None,
         edit_of: int | None = None,
+        reply_to_outbox: int | None = None,
     ) -> int:
         """Queue a message inside the caller's transaction, so it exists exactly when what it
         announces does. With ``caption`` the text goes as a file under that caption; with
-        ``edit_of`` it replaces the message that row sent."""
+        ``edit_of`` it replaces the message that row sent; with ``reply_to_outbox`` it answers
+        the message that row sent."""
         row = self._row(chat_id, text, reply_markup, None, None)
+        row["reply_to_outbox"] = reply_to_outbox
         if caption is not None:
             row.update(kind=OutboxKind.DOCUMENT, parts=[text], caption=caption)
         if edit_of is not None:

@@ -18,6 +18,10 @@ triage rules for the inbox (their format is in bot/tasks/triage.py), and how age
         command: [./deploy.sh, --prod]  # a program and its arguments, never a shell string
         workdir: /srv/site            # absolute (~ is expanded); the command starts here
         timeout_seconds: 600          # 1..3600, default 600; stopped with all it started
+    monitors:                         # what aegis watches (bot/monitors/specs.py)
+      site:
+        http: https://example.org
+        every: 1m
 
 Every problem is reported with its place in the file, and nothing of a bad file is used.
 """
@@ -34,7 +38,9 @@ import yaml
 from bot.agents import demo
 from bot.agents.profiles import AgentProfile, ScheduleSpec
 from bot.config.sections import AGENT_KEYS, agent_profile, schedule_specs
-from bot.errors import PolicyConfigError, SchemaRefused, TaskRefused
+from bot.errors import MonitorRefused, PolicyConfigError, SchemaRefused, TaskRefused
+from bot.monitors import specs as monitor_specs
+from bot.monitors.monitor import MonitorSpec
 from bot.tasks.task import parse_label
 from bot.tasks.triage import OUTCOMES, Conditions, TriageRule
 from bot.tools import declarations
@@ -53,6 +59,7 @@ class Config:
     agents: dict[str, AgentProfile] = field(default_factory=dict)
     schedules: list[ScheduleSpec] = field(default_factory=list)
     recipes: dict[str, DeployRecipe] = field(default_factory=dict)
+    monitors: list[MonitorSpec] = field(default_factory=list)
 
 
 def load_catalog(path: Path | None) -> Catalog:
@@ -88,14 +95,28 @@ def load_config(path: Path | None) -> Config:
             gate_view = replace(gate_view, tools=gate_view.tools | {declarations.CLI_FAMILY})
         catalog.add_agent(gate_view)
         agents[gate_view.slug] = profile
-    _no_unknown_keys(str(path), data, {"tools", "agents", "triage", "schedules", "deploy"})
+    _no_unknown_keys(
+        str(path), data, {"tools", "agents", "triage", "schedules", "deploy", "monitors"}
+    )
     rules = _triage_rules(path, data.get("triage"), set(catalog.agents))
     schedules = schedule_specs(path, data.get("schedules"), agents)
     recipes = {}
     for name, spec in _section(path, data, "deploy").items():
         _is_text_name(path, "deploy", name)
         recipes[name] = _recipe(f"{path}: deploy.{name}", name, spec)
-    return Config(catalog, rules, agents, schedules, recipes)
+    monitors = _monitors(path, _section(path, data, "monitors"))
+    return Config(catalog, rules, agents, schedules, recipes, monitors)
+
+
+def _monitors(path: Path, section: dict) -> list[MonitorSpec]:
+    specs = []
+    for name, spec in section.items():
+        place = f"{path}: monitors.{name}"
+        try:
+            specs.append(monitor_specs.from_mapping(str(name), spec))
+        except MonitorRefused as exc:
+            raise PolicyConfigError(f"{place}: {exc}") from None
+    return specs
 
 
 def _duplicate_key(node: yaml.Node, place: str = "") -> tuple[str, yaml.Mark] | None:

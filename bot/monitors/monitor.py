@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -193,7 +193,8 @@ class Monitor:
     last_error: str | None
     state_since: datetime | None
     created_at: datetime
-    tags: tuple[str, ...] = field(default=())
+    flips: tuple[datetime, ...] = ()  # when a check disagreed with the one before (last hour)
+    flapping_since: datetime | None = None
 
     @property
     def name(self) -> str:

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -392,4 +393,71 @@ agent_messages = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("read_at", UTCDateTime()),
     Index("ix_agent_messages_recipient", "recipient", "read_at", "id"),
+)
+
+
+# What aegis watches (bot/monitors/monitors.py): one row per monitor, its spec as JSON, its
+# verdict and the counters that lead to the next one, and the slot its next check is due at.
+monitors = Table(
+    "monitors",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(60), nullable=False, unique=True),
+    Column("kind", String(8), nullable=False),
+    Column("identity_hash", String(64), nullable=False, unique=True),  # kind and target
+    Column("spec", JSON, nullable=False),
+    Column("source", String(120), nullable=False),  # chat | file | agent:<slug>
+    Column("paused", Boolean, nullable=False),
+    Column("state", String(8), nullable=False),
+    Column("failures", Integer, nullable=False),
+    Column("successes", Integer, nullable=False),
+    Column("state_since", UTCDateTime()),
+    Column("flips", JSON, nullable=False),  # when a check disagreed with the one before (1 h)
+    Column("flapping_since", UTCDateTime()),
+    Column("next_check_at", UTCDateTime(), nullable=False),
+    Column("last_check_at", UTCDateTime()),
+    Column("last_ok", Boolean),
+    Column("last_latency_ms", Float),
+    Column("last_error", Text),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index("ix_monitors_due", "paused", "next_check_at"),
+)
+
+# Checks per monitor per hour, for uptime over 24 hours and 7 days without a row per check.
+monitor_hours = Table(
+    "monitor_hours",
+    metadata,
+    Column("monitor_id", Integer, primary_key=True, autoincrement=False),
+    Column("hour", UTCDateTime(), primary_key=True),
+    Column("checks", Integer, nullable=False),
+    Column("ups", Integer, nullable=False),
+)
+
+# Incidents (bot/monitors/incidents.py): a monitor down, a monitor flapping, or the watchdog's
+# finding about aegis itself. ``open_key`` is the subject while open and NULL once closed, so
+# the unique constraint allows one open incident per subject, however many checks race.
+incidents = Table(
+    "incidents",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("subject", String(160), nullable=False),
+    Column("open_key", String(160), unique=True),
+    Column("kind", String(16), nullable=False),  # down | flapping | watchdog
+    Column("monitor_id", Integer),
+    Column("chat_id", BigInteger, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("detail", Text),  # the last error
+    Column("agents", JSON, nullable=False),  # the agents its card offers to run
+    Column("opened_at", UTCDateTime(), nullable=False),
+    Column("closed_at", UTCDateTime()),
+    Column("close_note", Text),
+    Column("acked_at", UTCDateTime()),
+    Column("acked_by_name", String(200)),
+    Column("silenced_until", UTCDateTime()),
+    Column("next_remind_at", UTCDateTime()),
+    Column("reminders", Integer, nullable=False),
+    Column("restart_notice", Boolean, nullable=False),  # one "still down" owed after a restart
+    Column("card_outbox_id", Integer),  # the card, edited in place as the incident goes
+    Index("ix_incidents_monitor", "monitor_id", "closed_at"),
+    Index("ix_incidents_open", "closed_at", "next_remind_at"),
 )

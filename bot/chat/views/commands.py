@@ -58,8 +58,15 @@ GATE = Section(
         "authenticator. Reply to a card\nwith text to leave a note for the agent that asked."
     ),
 )
+WATCH = Section(
+    "Monitors",
+    after=(
+        "A monitor that goes down sends one card (Ack, Silence, Run an agent), reminds you "
+        "while it stays down, and edits the card when it recovers."
+    ),
+)
 MACHINE = Section("The machine")
-SECTIONS = (CAPTURE, AGENTS, GATE, MACHINE)
+SECTIONS = (CAPTURE, AGENTS, GATE, WATCH, MACHINE)
 
 # In the order of Telegram's menu; /help keeps this order within each section.
 COMMANDS = (
@@ -114,6 +121,19 @@ COMMANDS = (
         "what runs on its own and when, with buttons to turn each on or off",
     ),
     Command("models", "When each model last succeeded", AGENTS, "when each model last answered"),
+    Command(
+        "watch",
+        "Watch a site, a port, a certificate or a command",
+        WATCH,
+        "watch it: a URL, tcp host:port, cert host:443 warn 14d, or cmd \"a command\"",
+        "https://example.org every 1m",
+    ),
+    Command(
+        "monitors",
+        "What is watched and how it is doing",
+        WATCH,
+        "each monitor's state, last check and uptime, with buttons",
+    ),
     Command("start", "What aegis is", MACHINE, "a hello, then this message"),
     Command("help", "What I can do", MACHINE, "this message"),
     Command(

@@ -1,0 +1,110 @@
+"""The cmd probe: run a command line (split into words by ``shlex``, never given to a shell) and
+judge its exit code and its output (stdout and stderr together, as a terminal shows them).
+
+The command runs in a session of its own, so it and everything it starts share one process
+group, killed as one when it is cancelled at the probe's ceiling and, after it exits, whatever
+it left running (bot/tools/processes.py: ``kill_group``). Its stdin is /dev/null and its
+environment has no ``AEGIS_*`` variable. Of its output the first and last OUTPUT_KEEP bytes are
+kept, however much it prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from bot.monitors.monitor import CheckResult, MonitorSpec
+from bot.tools.processes import CappedOutput, clean_environment, kill_group
+from jobs.probes import clip, elapsed_ms
+
+OUTPUT_KEEP = 32 * 1024  # of the head and as much of the tail: 64 KiB in all
+READ_CHUNK = 65_536
+DRAIN_GRACE = 1.0  # after it exits, how long its output may take to run dry
+
+
+async def check(spec: MonitorSpec) -> CheckResult:
+    try:
+        argv = shlex.split(spec.target)
+    except ValueError as exc:  # "No closing quotation"
+        return CheckResult.down(f"the command line cannot be read: {exc}")
+    if not argv:
+        return CheckResult.down("the command line is empty")
+    if shutil.which(argv[0]) is None:
+        return CheckResult.down(f"program not found: {argv[0]}")
+    started = time.perf_counter()
+    try:
+        code, output = await _run(argv)
+    except OSError as exc:  # found, yet not started: not executable, a bad interpreter line …
+        return CheckResult.down(f"{argv[0]} could not be started: {exc.strerror or exc}")
+    return _judge(spec, code, output, elapsed_ms(started))
+
+
+async def _run(argv: list[str]) -> tuple[int, CappedOutput]:
+    spawn = asyncio.ensure_future(_spawn(argv))
+    try:
+        process = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # Cancelled while it was being started: stopped with its group, not left to asyncio,
+        # which would kill the leader alone.
+        with contextlib.suppress(Exception):
+            await kill_group(await spawn, grace=0)
+        raise
+    output = CappedOutput(OUTPUT_KEEP)
+    reader = asyncio.create_task(_read(process.stdout, output))
+    try:
+        await process.wait()
+        # What it printed last may still be in the pipe, unless a child it left holds it open.
+        await asyncio.wait([reader], timeout=DRAIN_GRACE)
+    finally:  # at the ceiling (cancelled) and after it exited: nothing of it is left running
+        await kill_group(process, grace=0)
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+    return process.returncode, output
+
+
+async def _spawn(argv: list[str]) -> asyncio.subprocess.Process:
+    workdir = Path.cwd()
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=workdir,
+        env=clean_environment(workdir),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # its own process group, killed as one
+    )
+
+
+async def _read(stream: asyncio.StreamReader, output: CappedOutput) -> None:
+    while chunk := await stream.read(READ_CHUNK):
+        output.add(chunk)
+
+
+def _judge(spec: MonitorSpec, code: int, output: CappedOutput, latency: float) -> CheckResult:
+    text = (output.head + output.tail).decode("utf-8", errors="replace")
+    if code != spec.expect_exit:
+        problem = f"{_ended(code)}, expected {spec.expect_exit}"
+    elif spec.output_contains is not None and spec.output_contains not in text:
+        problem = f"'{clip(spec.output_contains, 60)}' not in its output"
+    else:
+        return CheckResult(True, latency, detail=f"exit {code} in {latency:.0f} ms")
+    return CheckResult.down(f"{problem}: {_last_line(text)}", latency)
+
+
+def _ended(code: int) -> str:
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return clip(lines[-1]) if lines else "(no output)"
