@@ -217,6 +217,8 @@ class Monitors:
                 verdict = judge(monitor.spec, monitor.counters, result)
                 flips = _flips(monitor, result.ok, moment)
                 flapping = _flapping(monitor, flips, moment)
+                if flapping.ends:
+                    flips = []  # what came before the calm no longer counts towards the next
                 if await self._move_in(conn, monitor, verdict, flips, flapping, result, moment):
                     await self._count_in(conn, monitor.id, result.ok, moment)
                     summary = await self._alert_in(

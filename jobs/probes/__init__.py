@@ -82,7 +82,8 @@ def reason(exc: BaseException, host: str) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"TLS: certificate verify failed: {_sentence_part(exc.verify_message or str(exc))}"
     if isinstance(exc, ssl.SSLError):
-        return f"TLS: {(exc.reason or str(exc)).lower().replace('_', ' ')}"
+        what = getattr(exc, "reason", None) or exc.strerror or str(exc)  # "WRONG_VERSION_NUMBER"
+        return f"TLS: {clip(what).lower().replace('_', ' ')}"
     if isinstance(exc, OSError) and (words := _errno_words(exc)):
         return words
     if isinstance(exc, OSError) and exc.strerror:

@@ -27,7 +27,7 @@ MAX_REDIRECTS = 5
 BODY_CAP = 1024 * 1024
 REGEX_SECONDS = 0.1
 USER_AGENT = "aegis-monitor"
-# aiohttp 3.10+ says a redirect went to ftp:, mailto: … with its own error (and earlier ones?)
+# A redirect to ftp:, mailto: … or to no URL at all has an error of its own from aiohttp 3.10 on.
 _BAD_REDIRECT = getattr(aiohttp, "RedirectClientError", ())
 
 
@@ -96,7 +96,9 @@ def _http_host(target: str) -> str | None:
 
 async def _fetch(url: str) -> Answer:
     session = _sessions.get()
-    async with session.get(url, max_redirects=MAX_REDIRECTS, ssl=ssl_context()) as response:
+    # aiohttp's max_redirects counts the redirect it refuses to follow: one more lets 5 through.
+    request = session.get(url, max_redirects=MAX_REDIRECTS + 1, ssl=ssl_context())
+    async with request as response:
         body, cut = await _read_capped(response.content)
         # Leaving the block with the body unread closes the connection instead of pooling it.
         return Answer(response.status, body, cut)
@@ -109,7 +111,8 @@ async def _read_capped(content: aiohttp.StreamReader) -> tuple[bytes, bool]:
     while chunk := await content.read(BODY_CAP + 1 - len(body)):
         body += chunk
         if len(body) > BODY_CAP:
-            return bytes(body[:BODY_CAP]), True
+            del body[BODY_CAP:]
+            return bytes(body), True
     return bytes(body), False
 
 

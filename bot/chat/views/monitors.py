@@ -47,8 +47,11 @@ def incident_card(
 def _headline(incident: Incident) -> str:
     title = visible(incident.title)
     if incident.closed_at is not None:
-        mark = "🟢" if incident.kind is not IncidentKind.WATCHDOG else "✅"
-        return f"{mark} {title}: {incident.close_note}"
+        if incident.kind is IncidentKind.WATCHDOG:
+            return f"✅ {title}: {incident.close_note}"
+        name = title.removesuffix(" is down").removesuffix(" is flapping")
+        separator = " " if incident.kind is IncidentKind.DOWN else ": "
+        return f"🟢 {name}{separator}{incident.close_note}"
     mark = {IncidentKind.DOWN: "🔴", IncidentKind.FLAPPING: "🟠", IncidentKind.WATCHDOG: "⚠️"}
     return f"{mark[incident.kind]} {title}"
 

@@ -1,0 +1,206 @@
+"""Incidents played as timelines with an injected clock, on SQLite and Postgres: the monitor's
+verdicts, its one card, the reminders measured in time, the recovery edited in place, restarts,
+flapping and racing checks. Each check is ``record`` at a chosen moment; the outbox rows are
+what the owner would be sent (nothing here delivers them)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.outbox import Outbox
+from bot.chat.outgoing import OutboxKind
+from bot.monitors.incident import Tap
+from bot.monitors.incidents import Incidents
+from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec, MonitorState
+from bot.monitors.monitors import Monitors
+from bot.store.tables import incidents, outbox
+
+CHAT = 4242
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+OK = CheckResult(True, 12.0, detail="200 in 12 ms")
+FAIL = CheckResult.down("503 Service Unavailable", 40.0)
+SPEC = MonitorSpec("site", MonitorKind.HTTP, "https://site.test/")
+
+
+@pytest.fixture
+async def monitors(store):
+    return Monitors(store, Incidents(store, Outbox(store), CallbackSigner(b"k" * 32)))
+
+
+class Timeline:
+    """One monitor checked every ``step`` from T0 on."""
+
+    def __init__(self, monitors: Monitors, monitor_id: int, step=timedelta(minutes=1)):
+        self.monitors, self.id, self.step, self.at = monitors, monitor_id, step, T0
+        self.queued_at: list[datetime] = []  # the moment of the check that queued each message
+
+    async def check(self, result: CheckResult, times: int = 1) -> None:
+        for _ in range(times):
+            await self.monitors.record(self.id, result, chat_id=CHAT, moment=self.at)
+            count = len(await sent(self.monitors.store))
+            self.queued_at += [self.at] * (count - len(self.queued_at))
+            self.at += self.step
+
+
+async def timeline(monitors: Monitors, spec: MonitorSpec = SPEC, **step) -> Timeline:
+    monitor, _ = await monitors.watch(spec)
+    return Timeline(monitors, monitor.id, **step)
+
+
+async def sent(store) -> list:
+    async with store.read() as conn:
+        return (await conn.execute(select(outbox).order_by(outbox.c.id))).all()
+
+
+def cards(rows) -> list:
+    return [row for row in rows if row.kind == OutboxKind.TEXT and row.reply_to_outbox is None]
+
+
+def labels(row) -> list[str]:
+    markup = row.reply_markup or {"inline_keyboard": []}
+    return [button["text"] for line in markup["inline_keyboard"] for button in line]
+
+
+async def test_three_failures_send_one_card_and_a_steady_down_sends_no_more_before_4h(
+    monitors, store
+):
+    line = await timeline(monitors)
+    await line.check(OK)
+    await line.check(FAIL, 2)
+    assert await sent(store) == []  # a new monitor that is up says nothing; two failures neither
+    await line.check(FAIL)
+    [card] = await sent(store)
+    assert card.parts[0].startswith("🔴 site is down")
+    assert "503 Service Unavailable" in card.parts[0]
+    assert labels(card) == ["Ack", "Silence 1h", "Silence 1d"]
+    await line.check(FAIL, 60 * 4 - 2)  # up to just before +4 h
+    assert len(await sent(store)) == 1
+
+
+async def test_a_steady_down_reminds_every_4h_by_the_clock_not_by_checks(monitors, store):
+    line = await timeline(monitors)
+    await line.check(FAIL, 3)
+    opened = line.at - line.step
+    await line.check(FAIL, 60 * 8 + 5)  # a little past +8 h
+    rows = await sent(store)
+    reminders = [row for row in rows if row.reply_to_outbox is not None]
+    assert [r.parts[0].split(",")[0] for r in reminders] == ["🔴 Still down: site"] * 2
+    first, second = (line.queued_at[rows.index(row)] for row in reminders)
+    # ± one tick of the clock (a check a minute): at +4 h and +8 h from the opening.
+    assert timedelta(hours=4) <= first - opened < timedelta(hours=4, minutes=1)
+    assert timedelta(hours=8) <= second - opened < timedelta(hours=8, minutes=1)
+
+
+async def test_recovery_after_two_successes_edits_the_card_once(monitors, store):
+    line = await timeline(monitors)
+    await line.check(FAIL, 3)  # down from the third, at 09:02
+    await line.check(FAIL, 11)
+    await line.check(OK)
+    assert len(await sent(store)) == 1  # one success is not a recovery; the second, at 09:15, is
+    await line.check(OK, 30)
+    rows = await sent(store)
+    [card, edit] = rows
+    assert edit.kind == OutboxKind.EDIT and edit.edit_of == card.id
+    assert edit.parts[0].startswith("🟢 site recovered after 13 min\n")
+    assert edit.reply_markup is None  # its buttons are gone with the incident
+
+
+async def test_a_steady_up_for_24_hours_sends_nothing(monitors, store):
+    line = await timeline(monitors)
+    await line.check(OK, 24 * 60)
+    assert await sent(store) == []
+    [monitor] = await monitors.all()
+    assert monitor.state is MonitorState.UP
+    uptime = (await monitors.uptimes(line.at))[monitor.id]
+    assert (uptime.day, uptime.week) == (1.0, 1.0)
+
+
+async def test_a_restart_owes_exactly_one_still_down_then_the_original_schedule(
+    monitors, store
+):
+    line = await timeline(monitors)
+    await line.check(FAIL, 3)
+    opened = line.at - line.step
+    await line.check(FAIL, 90)  # 1.5 h into the incident: aegis restarts
+    assert await monitors.incidents.after_restart() == 1
+    await line.check(FAIL, 5)
+    notices = [row for row in await sent(store) if row.reply_to_outbox is not None]
+    assert len(notices) == 1 and "aegis restarted meanwhile" in notices[0].parts[0]
+    await line.check(FAIL, 60 * 3)  # to 4.5 h: the reminder came at +4 h, not restart + 4 h
+    rows = await sent(store)
+    later = [row for row in rows if row.reply_to_outbox is not None][1:]
+    assert len(later) == 1
+    reminded = line.queued_at[rows.index(later[0])]
+    assert timedelta(hours=4) <= reminded - opened < timedelta(hours=4, minutes=1)
+
+
+async def test_ack_stops_reminders_and_a_second_tap_gets_an_honest_answer(monitors, store):
+    line = await timeline(monitors)
+    await line.check(FAIL, 3)
+    [incident] = await monitors.incidents.open_ones()
+    assert await monitors.incidents.ack(incident.id, "Ada") == (
+        "Acknowledged: no more reminders for this incident."
+    )
+    assert (await monitors.incidents.ack(incident.id, "Ada")).startswith("Already acknowledged")
+    assert (await monitors.incidents.silence(incident.id, Tap.SILENCE_HOUR)).startswith(
+        "Already acknowledged"
+    )
+    await line.check(FAIL, 60 * 9)
+    rows = await sent(store)
+    assert [row.kind for row in rows] == [OutboxKind.TEXT, OutboxKind.EDIT]  # the card, the ack
+    assert "Acknowledged by Ada" in rows[1].parts[0]
+    assert labels(rows[1]) == []  # nothing left to tap: no agent handles monitors here
+
+
+async def test_twenty_changes_in_ten_minutes_make_one_flapping_card_and_at_most_two_others(
+    monitors, store
+):
+    line = await timeline(monitors, step=timedelta(seconds=20))
+    await line.check(OK)
+    await line.check(FAIL, 3)  # down: the card
+    await line.check(OK, 2)  # recovered: the edit
+    for _ in range(8):  # sixteen more changes, a check every 20 s
+        await line.check(FAIL)
+        await line.check(OK)
+    rows = await sent(store)
+    flapping = [row for row in rows if "is flapping" in row.parts[0]]
+    assert len(flapping) == 1 and labels(flapping[0]) == ["Ack"]
+    assert len(rows) - len(flapping) <= 2
+    await line.check(OK, 31 * 3)  # stable for half an hour: the flapping card says so
+    edit = (await sent(store))[-1]
+    assert edit.edit_of == flapping[0].id and edit.parts[0].startswith("🟢 site: stable again, up")
+
+
+async def test_racing_checks_open_one_incident(monitors, store):
+    line = await timeline(monitors)
+    await line.check(FAIL, 2)
+    await asyncio.gather(
+        *(monitors.record(line.id, FAIL, chat_id=CHAT, moment=line.at) for _ in range(6))
+    )
+    async with store.read() as conn:
+        opened = (await conn.execute(select(incidents))).all()
+    assert len(opened) == 1
+    assert len(cards(await sent(store))) == 1
+
+
+async def test_after_downtime_each_monitor_is_checked_once_on_its_wall_clock_slot(monitors):
+    for number in range(5):
+        await monitors.watch(MonitorSpec(f"m{number}", MonitorKind.TCP, f"h{number}:80"))
+    enqueued = []
+
+    async def enqueue(actor, *args):
+        enqueued.append((actor, *args))
+
+    later = T0 + timedelta(days=400)  # far past every slot
+    assert await monitors.enqueue_due(enqueue, later) == 5
+    assert await monitors.enqueue_due(enqueue, later) == 0
+    assert sorted(args[1] for args in enqueued) == [m.id for m in await monitors.all()]
+    for monitor in await monitors.all():
+        assert later < monitor.next_check_at <= later + monitor.spec.interval
+        offset = (monitor.next_check_at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()
+        assert offset % 60 == (monitor.id * 7919) % 60  # anchored: its phase, not the check time
