@@ -25,6 +25,8 @@ from jobs.probes import clip, elapsed_ms
 OUTPUT_KEEP = 32 * 1024  # of the head and as much of the tail: 64 KiB in all
 READ_CHUNK = 65_536
 DRAIN_GRACE = 1.0  # after it exits, how long its output may take to run dry
+EXIT_POLL = 0.05
+REAP_WITHIN = 3.0  # past the ceiling, at most this long to kill and reap it
 
 
 async def check(spec: MonitorSpec) -> CheckResult:
@@ -45,26 +47,57 @@ async def check(spec: MonitorSpec) -> CheckResult:
 
 
 async def _run(argv: list[str]) -> tuple[int, CappedOutput]:
+    process = await _started(argv)
+    output = CappedOutput(OUTPUT_KEEP)
+    reader = asyncio.create_task(_read(process.stdout, output))
+    try:
+        await _ended(process, reader)
+    finally:  # at the ceiling (cancelled) and after it exited: nothing of it is left running
+        reader.cancel()
+        await _reaped(process)
+        await asyncio.gather(reader, return_exceptions=True)
+    return process.returncode, output
+
+
+async def _started(argv: list[str]) -> asyncio.subprocess.Process:
     spawn = asyncio.ensure_future(_spawn(argv))
     try:
-        process = await asyncio.shield(spawn)
+        return await asyncio.shield(spawn)
     except asyncio.CancelledError:
         # Cancelled while it was being started: stopped with its group, not left to asyncio,
         # which would kill the leader alone.
         with contextlib.suppress(Exception):
-            await kill_group(await spawn, grace=0)
+            await _reaped(await spawn)
         raise
-    output = CappedOutput(OUTPUT_KEEP)
-    reader = asyncio.create_task(_read(process.stdout, output))
+
+
+async def _ended(process: asyncio.subprocess.Process, reader: asyncio.Task) -> None:
+    """Until the command exited and its output ran dry, or DRAIN_GRACE after it exited when
+    a child it left running holds the output open."""
+    exited = asyncio.create_task(_exited(process))
     try:
-        await process.wait()
-        # What it printed last may still be in the pipe, unless a child it left holds it open.
-        await asyncio.wait([reader], timeout=DRAIN_GRACE)
-    finally:  # at the ceiling (cancelled) and after it exited: nothing of it is left running
-        await kill_group(process, grace=0)
-        reader.cancel()
-        await asyncio.gather(reader, return_exceptions=True)
-    return process.returncode, output
+        await asyncio.wait([reader, exited], return_when=asyncio.FIRST_COMPLETED)
+        if reader.done():
+            await process.wait()
+        else:
+            await asyncio.wait([reader], timeout=DRAIN_GRACE)
+    finally:
+        exited.cancel()
+
+
+async def _exited(process: asyncio.subprocess.Process) -> None:
+    # asyncio's process.wait() returns only once the output pipe is closed too, and a child
+    # the command left running may hold it open; no event tells the exit alone, returncode does.
+    while process.returncode is None:  # noqa: ASYNC110
+        await asyncio.sleep(EXIT_POLL)
+
+
+async def _reaped(process: asyncio.subprocess.Process) -> None:
+    """Its whole group killed and the command reaped. Bounded: a process that left the group
+    (setsid) may keep the pipe open, and asyncio's wait with it."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(REAP_WITHIN):
+            await kill_group(process, grace=0)
 
 
 async def _spawn(argv: list[str]) -> asyncio.subprocess.Process:
@@ -88,7 +121,7 @@ async def _read(stream: asyncio.StreamReader, output: CappedOutput) -> None:
 def _judge(spec: MonitorSpec, code: int, output: CappedOutput, latency: float) -> CheckResult:
     text = (output.head + output.tail).decode("utf-8", errors="replace")
     if code != spec.expect_exit:
-        problem = f"{_ended(code)}, expected {spec.expect_exit}"
+        problem = f"{_exit_words(code)}, expected {spec.expect_exit}"
     elif spec.output_contains is not None and spec.output_contains not in text:
         problem = f"'{clip(spec.output_contains, 60)}' not in its output"
     else:
@@ -96,7 +129,7 @@ def _judge(spec: MonitorSpec, code: int, output: CappedOutput, latency: float) -
     return CheckResult.down(f"{problem}: {_last_line(text)}", latency)
 
 
-def _ended(code: int) -> str:
+def _exit_words(code: int) -> str:
     if code >= 0:
         return f"exit code {code}"
     try:

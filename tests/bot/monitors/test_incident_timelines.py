@@ -120,9 +120,7 @@ async def test_a_steady_up_for_24_hours_sends_nothing(monitors, store):
     assert (uptime.day, uptime.week) == (1.0, 1.0)
 
 
-async def test_a_restart_owes_exactly_one_still_down_then_the_original_schedule(
-    monitors, store
-):
+async def test_a_restart_owes_exactly_one_still_down_then_the_original_schedule(monitors, store):
     line = await timeline(monitors)
     await line.check(FAIL, 3)
     opened = line.at - line.step

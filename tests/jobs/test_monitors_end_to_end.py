@@ -1,0 +1,153 @@
+"""Monitors end to end, on SQLite and Postgres with a real Redis: the real clock enqueues each
+due slot, a real Dramatiq worker probes a real local HTTP server, and the owner watches, reads
+/monitors and taps the incident card through the emulator, the way a phone would."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+
+import pytest
+from aiohttp import web
+
+from aegis.clock import run_clock
+from bot.config.live import LiveConfig
+from jobs.enqueue import make_enqueue
+from tests.helpers.runs import buttons, message_with, tap
+from tests.helpers.stack import eventually, free_port, make_settings, running_stack
+
+AGENTS = """\
+agents:
+  medic:
+    name: Medic
+    harness: script
+    tags: [monitors]
+    deadline: 60
+    steps:
+      - say: "Looking into it: {request}"
+"""
+
+
+@pytest.fixture
+async def target():
+    """A site whose health the test decides."""
+    state = {"healthy": True, "hits": 0}
+
+    async def health(request: web.Request) -> web.Response:
+        state["hits"] += 1
+        if state["healthy"]:
+            return web.Response(text="all good")
+        return web.Response(status=503, text="down for maintenance")
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    state["url"] = f"http://127.0.0.1:{port}/health"
+    try:
+        yield state
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
+    settings = make_settings(tmp_path / "data", database_url, redis_server_url)
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(AGENTS, encoding="utf-8")
+    async with running_stack(settings, namespace=redis_namespace) as running:
+        await running.ask("/start")
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def clock(stack):
+    stop = asyncio.Event()
+    platform = stack.services.platform
+    config = LiveConfig(stack.settings.config_file, look_every=0.1)
+    enqueue = make_enqueue(stack.broker)
+    task = asyncio.create_task(run_clock(stack.store, enqueue, stop, config, platform.monitors))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+
+async def answer_to(stack, text: str, pattern: str) -> dict:
+    sent = await stack.send(text)
+    return await message_with(stack, pattern, after=sent["message_id"])
+
+
+async def checked(stack, hits: int, target) -> None:
+    await eventually(lambda: target["hits"] >= hits, timeout=15)
+
+
+async def test_watch_a_site_go_down_ack_and_recover_on_one_card(stack, target):
+    async with clock(stack):
+        watch = f"/watch {target['url']} every 10s fail 1 recover 1"
+        added = await answer_to(stack, watch, r"^Watching ")
+        assert re.match(
+            r"Watching http://127\.0\.0\.1:\d+/health as #1 127\.0\.0\.1/health", added["text"]
+        )
+        again = await answer_to(stack, watch, r"^Already watched as #1 ")
+        assert "/monitors" in again["text"]
+        await checked(stack, 1, target)  # checked at once
+        listing = await answer_to(stack, "/monitors", r"^Monitors \(1\):")
+        assert "🟢 up" in listing["text"] or "⚪ new" in listing["text"]
+        assert list(buttons(listing)) == ["Check #1", "Pause #1", "Remove #1"]
+
+        target["healthy"] = False
+        assert (
+            await tap(stack, listing, "Check #1") == "#1 127.0.0.1/health checked within a second."
+        )
+        card = await message_with(
+            stack, r"^🔴 127\.0\.0\.1/health is down", after=listing["message_id"]
+        )
+        assert "Last error: status 503, expected 200–399" in card["text"]
+        assert list(buttons(card)) == ["Ack", "Silence 1h", "Silence 1d", "Run medic"]
+
+        assert await tap(stack, card, "Ack") == "Acknowledged: no more reminders for this incident."
+        assert (await tap(stack, card, "Ack")).startswith("Already acknowledged at ")
+
+        async def edited(pattern):
+            for message in await stack.bot_messages():
+                if message["message_id"] == card["message_id"] and re.search(
+                    pattern, message["text"]
+                ):
+                    return message
+            return None
+
+        acked = await eventually(lambda: edited("Acknowledged by"))
+        assert list(buttons(acked)) == ["Run medic"]
+
+        target["healthy"] = True
+        await tap(stack, listing, "Check #1")
+        recovered = await eventually(lambda: edited(r"^🟢 127\.0\.0\.1/health recovered after"))
+        assert buttons(recovered) == {}
+        # One incident, one card: nothing else was sent about it.
+        about = [
+            m for m in await stack.bot_messages() if (m["text"] or "").startswith(("🔴", "🟢"))
+        ]
+        assert [m["message_id"] for m in about] == [card["message_id"]]
+
+
+async def test_run_an_agent_from_the_incident_card(stack, target):
+    target["healthy"] = False
+    async with clock(stack):
+        await answer_to(stack, f"/watch {target['url']} every 10s fail 1", r"^Watching ")
+        card = await message_with(stack, r"is down")
+        answer = await tap(stack, card, "Run medic")
+        assert answer == "medic is on it; its run asks before it changes anything."
+        result = await message_with(stack, r"Looking into it: 127\.0\.0\.1/health is down since")
+        assert "Find out why" in result["text"]
+
+
+async def test_a_command_monitor_from_chat_waits_for_an_approval_with_a_code(stack):
+    card = await answer_to(stack, '/watch cmd "true"', r"Watch with a command")
+    assert "Approve" in " ".join(buttons(card))
+    assert stack.services.platform.monitors is not None
+    assert await stack.services.platform.monitors.all() == []  # nothing runs before the code
