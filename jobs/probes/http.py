@@ -77,9 +77,7 @@ async def check(spec: MonitorSpec) -> CheckResult:
     except (aiohttp.ClientError, OSError, ValueError) as exc:
         return CheckResult.down(_reason(exc, host), elapsed_ms(started))
     latency = elapsed_ms(started)
-    problem = _status_problem(spec, answer.status) or await _body_problem(spec, answer)
-    if problem is None and spec.max_latency_ms is not None and latency > spec.max_latency_ms:
-        problem = f"answered in {latency:.0f} ms, over the {spec.max_latency_ms} ms bound"
+    problem = await _problem(spec, answer, latency)
     if problem is not None:
         return CheckResult.down(problem, latency)
     return CheckResult(True, latency, detail=f"{answer.status} in {latency:.0f} ms")
@@ -116,6 +114,15 @@ async def _read_capped(content: aiohttp.StreamReader) -> tuple[bytes, bool]:
     return bytes(body), False
 
 
+async def _problem(spec: MonitorSpec, answer: Answer, latency: float) -> str | None:
+    """Why the answer does not count as up, if it does not: its status, its body, its time."""
+    return (
+        _status_problem(spec, answer.status)
+        or await _body_problem(spec, answer)
+        or _latency_problem(spec, latency)
+    )
+
+
 def _status_problem(spec: MonitorSpec, status: int) -> str | None:
     if spec.expect_status:
         if status in spec.expect_status:
@@ -128,21 +135,33 @@ def _status_problem(spec: MonitorSpec, status: int) -> str | None:
     return f"status {status}, expected {expected}"
 
 
+def _latency_problem(spec: MonitorSpec, latency: float) -> str | None:
+    if spec.max_latency_ms is None or latency <= spec.max_latency_ms:
+        return None
+    return f"answered in {latency:.0f} ms, over the {spec.max_latency_ms} ms bound"
+
+
 async def _body_problem(spec: MonitorSpec, answer: Answer) -> str | None:
     if spec.body_contains is None and spec.body_matches is None:
         return None
     text = answer.body.decode("utf-8", errors="replace")
     if spec.body_contains is not None and spec.body_contains not in text:
         return _not_found(f"'{clip(spec.body_contains, 60)}' not found", answer.cut)
-    if spec.body_matches is None:
-        return None
+    if spec.body_matches is not None:
+        return await _regex_problem(spec.body_matches, text, answer.cut)
+    return None
+
+
+async def _regex_problem(pattern: str, text: str, cut: bool) -> str | None:
     try:
-        found = await asyncio.to_thread(matches, _pattern(spec.body_matches), text)
+        compiled = _pattern(pattern)
+        # In a thread: a search may take up to REGEX_SECONDS, too long to hold the loop up.
+        found = await asyncio.to_thread(matches, compiled, text, timeout=REGEX_SECONDS)
     except MonitorRefused as exc:
         return str(exc)
     except TimeoutError:
         return "body regex ran past its time limit"
-    return None if found else _not_found(f"/{clip(spec.body_matches, 60)}/ not matched", answer.cut)
+    return None if found else _not_found(f"/{clip(pattern, 60)}/ not matched", cut)
 
 
 # A pattern is read once per worker, not once per check; a refused one is not kept.

@@ -90,3 +90,13 @@ def test_the_network_errors_read_as_a_few_words():
         "[Errno 111] Connect call failed ('127.0.0.1', 1)"
     )
     assert reason(both, host) == "connection refused"
+
+
+async def test_a_probe_that_fails_itself_reads_down_and_logs_why(monkeypatch, caplog):
+    async def broken(spec):
+        raise KeyError("a bug of ours, not the target's fault")
+
+    monkeypatch.setitem(probe.PROBES, MonitorKind.TCP, broken)
+    result = await probe.check(spec("127.0.0.1:1"))
+    assert result.error == "the check itself failed (the log has why)"
+    assert "KeyError" in caplog.text
