@@ -146,47 +146,36 @@ class Incidents:
     async def ack(self, incident_id: int, user_name: str) -> str:
         """Acknowledge: no more reminders for this incident. Returns the answer to show."""
         moment = now()
-        asked: Asked = []
-        async with self.store.write() as conn:
-            acked = await conn.execute(
-                update(incidents)
-                .where(
-                    incidents.c.id == incident_id,
-                    incidents.c.closed_at.is_(None),
-                    incidents.c.acked_at.is_(None),
-                )
-                .values(acked_at=moment, acked_by_name=user_name)
-            )
-            if acked.rowcount == 1:
-                await self._edit_card_in(conn, incident_id, moment, asked)
-            incident = await self.get_in(conn, incident_id)
-        await self.deliver(asked)
-        if acked.rowcount == 1:
+        changes = {"acked_at": moment, "acked_by_name": user_name}
+        if await self._tap(incident_id, changes, moment):
             return "Acknowledged: no more reminders for this incident."
-        return _not_changed(incident)
+        return _not_changed(await self.get(incident_id))
 
     async def silence(self, incident_id: int, tap: Tap) -> str:
         """No reminders for an hour or a day; then they resume on their schedule."""
         moment = now()
         until = moment + SILENCES[tap]
+        if await self._tap(incident_id, {"silenced_until": until}, moment):
+            return f"Silenced until {short_time(until)}."
+        return _not_changed(await self.get(incident_id))
+
+    async def _tap(self, incident_id: int, changes: dict, moment: datetime) -> bool:
+        """Change an open, unacknowledged incident and edit its card; False: it was not."""
         asked: Asked = []
         async with self.store.write() as conn:
-            silenced = await conn.execute(
+            changed = await conn.execute(
                 update(incidents)
                 .where(
                     incidents.c.id == incident_id,
                     incidents.c.closed_at.is_(None),
                     incidents.c.acked_at.is_(None),
                 )
-                .values(silenced_until=until)
+                .values(**changes)
             )
-            if silenced.rowcount == 1:
+            if changed.rowcount == 1:
                 await self._edit_card_in(conn, incident_id, moment, asked)
-            incident = await self.get_in(conn, incident_id)
         await self.deliver(asked)
-        if silenced.rowcount == 1:
-            return f"Silenced until {short_time(until)}."
-        return _not_changed(incident)
+        return changed.rowcount == 1
 
     # Upkeep and reading
 

@@ -41,6 +41,8 @@ async def _expiry(host: str, port: int) -> datetime:
         peer = transport.get_extra_info("ssl_object").getpeercert()
     finally:
         transport.close()
+    if "notAfter" not in peer:  # a context that does not verify shows an empty certificate
+        raise ssl.SSLError("the certificate was not verified, so its expiry is unknown")
     return datetime.fromtimestamp(ssl.cert_time_to_seconds(peer["notAfter"]), UTC)
 
 

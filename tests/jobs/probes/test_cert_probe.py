@@ -216,3 +216,17 @@ async def test_no_listener_and_no_name_are_down_with_the_network_reason():
         unused.bind(("127.0.0.1", 0))  # bound, never listening: connecting is refused
         result = await probe.check(spec(f"127.0.0.1:{unused.getsockname()[1]}"))
     assert result.error == "connection refused"
+
+
+async def test_a_context_that_does_not_verify_is_down_not_up(ca, tmp_path):
+    blind = ssl.create_default_context()
+    blind.check_hostname = False
+    blind.verify_mode = ssl.CERT_NONE
+    probe.set_ssl_context(blind)
+    try:
+        leaf = make_leaf(ca, ["127.0.0.1"], in_days(90))
+        async with tls_server(leaf, tmp_path) as port:
+            result = await probe.check(spec(f"127.0.0.1:{port}"))
+    finally:
+        probe.set_ssl_context(None)
+    assert result.error == "TLS: the certificate was not verified, so its expiry is unknown"
