@@ -27,13 +27,14 @@ async def check(spec: MonitorSpec) -> CheckResult:
     started = time.perf_counter()
     try:
         expires = await _expiry(host, port)
-    except (OSError, ssl.SSLError) as exc:  # SSLError is an OSError; named for the reader
+    except OSError as exc:  # ssl.SSLError too
         return CheckResult.down(reason(exc, host), elapsed_ms(started))
     return _judge(spec, expires, elapsed_ms(started))
 
 
-async def _expiry(host: str, port: int) -> datetime:
-    """When the certificate ``host`` shows expires, read after a verified handshake."""
+async def _expiry(host: str, port: int) -> datetime | None:
+    """When the certificate ``host`` shows expires, read after a verified handshake; None
+    when the handshake was not verified."""
     transport, _ = await asyncio.get_running_loop().create_connection(
         asyncio.Protocol, host, port, ssl=ssl_context(), server_hostname=host
     )
@@ -42,11 +43,15 @@ async def _expiry(host: str, port: int) -> datetime:
     finally:
         transport.close()
     if "notAfter" not in peer:  # a context that does not verify shows an empty certificate
-        raise ssl.SSLError("the certificate was not verified, so its expiry is unknown")
+        return None
     return datetime.fromtimestamp(ssl.cert_time_to_seconds(peer["notAfter"]), UTC)
 
 
-def _judge(spec: MonitorSpec, expires: datetime, latency: float) -> CheckResult:
+def _judge(spec: MonitorSpec, expires: datetime | None, latency: float) -> CheckResult:
+    if expires is None:
+        return CheckResult.down(
+            "TLS: the certificate was not verified, so its expiry is unknown", latency
+        )
     days = (expires - now()).days  # whole days, rounded down
     if days < spec.warn_days:
         when = "today" if days < 1 else f"in {_days(days)}"

@@ -77,7 +77,6 @@ async def raw_server(handle):
         yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     finally:
         server.close()
-        # 3.11's wait_closed does not wait for the handlers; they are cancelled with the loop
 
 
 def site(seen: Seen) -> web.Application:

@@ -1,0 +1,351 @@
+"""What N http monitors cost ``aegis up``, against a bare aiohttp client doing the same GETs.
+
+    python bench/monitors.py [--monitors 500] [--interval 60] [--seconds 180]
+
+One local target (an aiohttp server in a process of its own) answers ``GET /m/<n>`` with 200 "ok"
+and stamps every request's arrival (``time.time()``), its ``n`` and who sent it. Beside it, at the
+same time and against the same target:
+
+- the baseline: a bare aiohttp client in a process of its own, one ClientSession, one GET per
+  monitor per interval, at the monitor's slot times (``epoch + phase + k * interval``, ``phase_of``
+  of bot/monitors/monitor.py);
+- aegis: ``aegis up`` in emulator mode on a fresh data dir, whose aegis.yaml starts empty (idle
+  RSS is sampled then) and is then given the N monitors, ``every: <interval>``; the clock
+  reconciles them and enqueues one ``check_monitor`` per due slot.
+
+After a warm-up of one interval, both are measured over ``--seconds``: the checks the target saw,
+the CPU seconds (user + system) of each side's processes (aegis's with its embedded Redis), aegis's
+RSS above its idle RSS, and each check's lateness, its arrival minus its slot (the latest slot at or
+before the arrival). Numbers are only comparable within one run; the ratios are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import heapq
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import psutil
+from fullstack import bench_environment, cpu_seconds, free_port, heading, percentile, rss_mb, stop
+
+from aegis.embedded_redis import EmbeddedRedis
+from bot.monitors.monitor import phase_of
+
+BASELINE_AGENT = "bench-baseline"
+AEGIS_AGENT = "aegis-monitor"  # jobs/probes/http.py's User-Agent
+SETTLE_SECONDS = 5.0  # after /healthz answers, before the idle figures
+IDLE_SECONDS = 10.0  # idle CPU is measured over this; idle RSS at its end
+
+
+# The target and the baseline: this script run again in a process of its own ---------------------
+
+
+async def serve_target(port: int) -> None:
+    """Answer GET /m/<n> with "ok", stamping each request; GET /log hands the stamps over."""
+    from aiohttp import web
+
+    stamps: list[tuple[float, int, str]] = []
+
+    async def monitored(request: web.Request) -> web.Response:
+        agent = request.headers.get("User-Agent", "")
+        stamps.append((time.time(), int(request.match_info["n"]), agent))
+        return web.Response(text="ok")
+
+    async def log(request: web.Request) -> web.Response:
+        return web.json_response(stamps)
+
+    app = web.Application()
+    app.router.add_get("/m/{n:\\d+}", monitored)
+    app.router.add_get("/log", log)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await asyncio.Event().wait()  # until killed
+
+
+async def run_baseline(url: str, count: int, interval: int) -> None:
+    """One GET per monitor per interval at its slot times, over one ClientSession, until killed."""
+    headers = {"User-Agent": BASELINE_AGENT}
+    async with aiohttp.ClientSession(headers=headers) as session:
+
+        async def get(n: int) -> None:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(f"{url}/m/{n}") as response:
+                    await response.read()
+
+        now = time.time()
+        due = [(next_slot_after(n, interval, now), n) for n in range(1, count + 1)]
+        heapq.heapify(due)
+        pending: set[asyncio.Task] = set()
+        while True:
+            slot, n = due[0]
+            wait = slot - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            heapq.heapreplace(due, (slot + interval, n))
+            task = asyncio.create_task(get(n))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+
+def next_slot_after(monitor_id: int, interval: int, moment: float) -> float:
+    phase = phase_of(monitor_id, interval)
+    return phase + ((moment - phase) // interval + 1) * interval
+
+
+def slot_at_or_before(monitor_id: int, interval: int, moment: float) -> float:
+    phase = phase_of(monitor_id, interval)
+    return phase + ((moment - phase) // interval) * interval
+
+
+# This process: the conductor -----------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    name: str
+    checks: int
+    cpu_seconds: float
+    lateness_ms: list[float]
+    extra_rss_mb: float | None = None
+    idle_cpu_seconds: float = 0.0  # what the same window would have cost with no monitor
+
+    @property
+    def cpu_ms_per_check(self) -> float:
+        return self.cpu_seconds * 1000 / self.checks if self.checks else float("nan")
+
+    @property
+    def above_idle_ms_per_check(self) -> float:
+        spent = self.cpu_seconds - self.idle_cpu_seconds
+        return spent * 1000 / self.checks if self.checks else float("nan")
+
+
+def spawn(*arguments: str, log: Path | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, __file__, *arguments],
+        env=bench_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w") if log else subprocess.DEVNULL,
+    )
+
+
+def monitors_yaml(url: str, count: int, interval: int) -> str:
+    lines = ["monitors:"]
+    for n in range(1, count + 1):
+        lines += [f"  m{n}:", f"    http: {url}/m/{n}", f"    every: {interval}s"]
+    return "\n".join(lines) + "\n"
+
+
+async def wait_healthy(port: int, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"aegis up exited with {process.returncode}")
+            with contextlib.suppress(aiohttp.ClientError, OSError):
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                    if response.status == 200:
+                        return
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"aegis up was not healthy within {timeout:.0f} s")
+
+
+def aegis_pids(process: subprocess.Popen, data_dir: Path) -> list[int]:
+    """aegis up, its children, and the embedded Redis (a daemon: not a child)."""
+    pids = [process.pid]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        pids += [child.pid for child in psutil.Process(process.pid).children(recursive=True)]
+    with contextlib.suppress(OSError, ValueError):
+        pids.append(int((data_dir / "redis" / "redis.pid").read_text()))
+    return sorted(set(pids))
+
+
+def monitor_ids(data_dir: Path) -> dict[int, int]:
+    """The n of each target path to its monitor's id, read from aegis's own rows."""
+    with contextlib.closing(sqlite3.connect(data_dir / "aegis.sqlite3")) as db:
+        rows = db.execute("SELECT id, spec FROM monitors").fetchall()
+    return {int(json.loads(spec)["target"].rsplit("/", 1)[1]): id_ for id_, spec in rows}
+
+
+async def wait_for_monitors(data_dir: Path, count: int, timeout: float = 60) -> dict[int, int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(sqlite3.Error):
+            ids = monitor_ids(data_dir)
+            if len(ids) == count:
+                return ids
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"aegis did not add the {count} monitors within {timeout:.0f} s")
+
+
+async def fetch_log(url: str) -> list[tuple[float, int, str]]:
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/log") as response:
+        return [tuple(stamp) for stamp in await response.json()]
+
+
+def lateness(stamps, agent: str, ids: dict[int, int], interval: int, window) -> list[float]:
+    start, end = window
+    return [
+        (at - slot_at_or_before(ids[n], interval, at)) * 1000
+        for at, n, who in stamps
+        if who == agent and start <= at < end
+    ]
+
+
+async def bench(args, directory: Path) -> tuple[Side, Side, float]:
+    target_port = free_port()
+    target_url = f"http://127.0.0.1:{target_port}"
+    data_dir = directory / ".aegis"
+    config = directory / "aegis.yaml"
+    config.write_text("{}\n")
+    port = free_port()
+    environment = bench_environment(
+        AEGIS_DATA_DIR=str(data_dir),
+        AEGIS_PORT=str(port),
+        AEGIS_MCP_PORT=str(free_port()),
+        AEGIS_LOG_LEVEL="WARNING",
+    )
+    processes: list[subprocess.Popen] = []
+    try:
+        processes.append(spawn("_target", str(target_port)))
+        aegis = subprocess.Popen(
+            [sys.executable, "-m", "aegis.cli", "up"],
+            cwd=directory,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=open(args.aegis_log, "w"),
+        )
+        processes.append(aegis)
+        await wait_healthy(port, aegis)
+        await asyncio.sleep(SETTLE_SECONDS)
+        idle_cpu = cpu_seconds(aegis_pids(aegis, data_dir))
+        await asyncio.sleep(IDLE_SECONDS)
+        idle_cpu = (cpu_seconds(aegis_pids(aegis, data_dir)) - idle_cpu) / IDLE_SECONDS
+        idle_rss = rss_mb(aegis_pids(aegis, data_dir))
+        print(
+            f"aegis up idle (with its Redis): {idle_rss:.0f} MB RSS, "
+            f"{idle_cpu * 1000:.0f} ms of CPU a second",
+            flush=True,
+        )
+
+        config.write_text(monitors_yaml(target_url, args.monitors, args.interval))
+        baseline = spawn(
+            "_baseline", target_url, str(args.monitors), str(args.interval), log=args.baseline_log
+        )
+        processes.append(baseline)
+        ids = await wait_for_monitors(data_dir, args.monitors)
+        plain = {n: n for n in range(1, args.monitors + 1)}
+        print(f"warm-up {args.interval} s, then {args.seconds} s measured", flush=True)
+        await asyncio.sleep(args.interval)
+
+        pids = aegis_pids(aegis, data_dir)
+        start = time.time()
+        aegis_cpu, baseline_cpu = cpu_seconds(pids), cpu_seconds([baseline.pid])
+        await asyncio.sleep(args.seconds)
+        end = time.time()
+        aegis_cpu = cpu_seconds(pids) - aegis_cpu
+        baseline_cpu = cpu_seconds([baseline.pid]) - baseline_cpu
+        extra_rss = rss_mb(aegis_pids(aegis, data_dir)) - idle_rss
+        baseline_rss = rss_mb([baseline.pid])
+        for process in processes:
+            if process.poll() is not None:
+                raise RuntimeError(f"{process.args[1:3]} exited with {process.returncode}")
+        await asyncio.sleep(2)  # checks of slots just before the end arrive now
+        stamps = await fetch_log(target_url)
+    finally:
+        for process in reversed(processes):
+            stop(process)
+        EmbeddedRedis(data_dir).stop()  # a daemon: stopped here whatever aegis up did
+
+    window = (start, end)
+    aegis_late = lateness(stamps, AEGIS_AGENT, ids, args.interval, window)
+    baseline_late = lateness(stamps, BASELINE_AGENT, plain, args.interval, window)
+    return (
+        Side("baseline", len(baseline_late), baseline_cpu, baseline_late),
+        Side(
+            "aegis up", len(aegis_late), aegis_cpu, aegis_late, extra_rss, idle_cpu * (end - start)
+        ),
+        baseline_rss,
+    )
+
+
+def report(args, baseline: Side, aegis: Side, baseline_rss: float) -> None:
+    expected = args.monitors * args.seconds / args.interval
+    heading(
+        f"{args.monitors} http monitors every {args.interval} s, {args.seconds} s measured "
+        f"(about {expected:.0f} checks expected)"
+    )
+    print(
+        f"{'':10}{'checks':>8}{'CPU s':>8}{'CPU ms/check':>14}{'late p50 ms':>13}"
+        f"{'p99 ms':>9}{'max ms':>9}{'RSS+ MB':>9}"
+    )
+    for side in (baseline, aegis):
+        late = side.lateness_ms or [float("nan")]
+        extra = "" if side.extra_rss_mb is None else f"{side.extra_rss_mb:9.1f}"
+        print(
+            f"{side.name:10}{side.checks:8}{side.cpu_seconds:8.2f}{side.cpu_ms_per_check:14.3f}"
+            f"{percentile(late, 0.5):13.1f}{percentile(late, 0.99):9.1f}{max(late):9.1f}{extra}"
+        )
+    ratio = aegis.cpu_ms_per_check / baseline.cpu_ms_per_check
+    p99 = percentile(aegis.lateness_ms or [float("nan")], 0.99)
+    print(f"\nCPU per check, aegis / baseline: {ratio:.2f} (target ≤ 2)")
+    above = aegis.above_idle_ms_per_check / baseline.cpu_ms_per_check
+    print(
+        f"  the same with aegis's idle CPU ({aegis.idle_cpu_seconds:.2f} s over the window) "
+        f"taken out: {aegis.above_idle_ms_per_check:.3f} ms per check, {above:.2f} x the baseline"
+    )
+    print(f"aegis RSS above idle: {aegis.extra_rss_mb:.1f} MB (target ≤ 40 MB)")
+    print(f"aegis slot lateness p99: {p99:.0f} ms (target ≤ 1000 ms)")
+    print(f"(the baseline process's whole RSS, for scale: {baseline_rss:.0f} MB)")
+    print("aegis's CPU counts aegis up (web, worker, clock) and its embedded Redis.")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--monitors", type=int, default=500, help="http monitors (default 500)")
+    parser.add_argument(
+        "--interval", type=int, default=60, help="seconds between a monitor's checks (default 60)"
+    )
+    parser.add_argument(
+        "--seconds", type=int, default=180, help="measured window after a warm-up of one interval"
+    )
+    parser.add_argument("--aegis-log", type=Path, help="keep aegis up's stderr in this file")
+    parser.add_argument("--baseline-log", type=Path, help="keep the baseline's stderr here")
+    args = parser.parse_args()
+    if args.interval < 10:
+        parser.error("aegis accepts intervals of 10 s at least")
+    with tempfile.TemporaryDirectory(prefix="aegis-bench-") as directory:
+        if args.aegis_log is None:
+            args.aegis_log = Path(directory) / "aegis.log"
+        try:
+            baseline, aegis, baseline_rss = await bench(args, Path(directory))
+        except Exception:
+            log = Path(args.aegis_log)
+            if log.exists():
+                print(f"aegis up's stderr:\n{log.read_text()[-4000:]}", file=sys.stderr)
+            raise
+    report(args, baseline, aegis, baseline_rss)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["_target"]:
+        asyncio.run(serve_target(int(sys.argv[2])))
+    elif sys.argv[1:2] == ["_baseline"]:
+        url, count, interval = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        asyncio.run(run_baseline(url, count, interval))
+    else:
+        asyncio.run(main())
