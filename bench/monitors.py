@@ -119,6 +119,7 @@ class Side:
     lateness_ms: list[float]
     extra_rss_mb: float | None = None
     idle_cpu_seconds: float = 0.0  # what the same window would have cost with no monitor
+    redis_cpu_seconds: float = 0.0  # of cpu_seconds, the embedded Redis's share
 
     @property
     def cpu_ms_per_check(self) -> float:
@@ -162,12 +163,16 @@ async def wait_healthy(port: int, process: subprocess.Popen, timeout: float = 60
 
 def aegis_pids(process: subprocess.Popen, data_dir: Path) -> list[int]:
     """aegis up, its children, and the embedded Redis (a daemon: not a child)."""
-    pids = [process.pid]
-    with contextlib.suppress(psutil.NoSuchProcess):
-        pids += [child.pid for child in psutil.Process(process.pid).children(recursive=True)]
+    pids = [process.pid, *children(process)]
     with contextlib.suppress(OSError, ValueError):
         pids.append(int((data_dir / "redis" / "redis.pid").read_text()))
     return sorted(set(pids))
+
+
+def children(process: subprocess.Popen) -> list[int]:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return [child.pid for child in psutil.Process(process.pid).children(recursive=True)]
+    return []
 
 
 def monitor_ids(data_dir: Path) -> dict[int, int]:
@@ -249,11 +254,14 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float]:
         await asyncio.sleep(args.interval)
 
         pids = aegis_pids(aegis, data_dir)
+        redis = [pid for pid in pids if pid != aegis.pid and pid not in children(aegis)]
         start = time.time()
         aegis_cpu, baseline_cpu = cpu_seconds(pids), cpu_seconds([baseline.pid])
+        redis_cpu = cpu_seconds(redis)
         await asyncio.sleep(args.seconds)
         end = time.time()
         aegis_cpu = cpu_seconds(pids) - aegis_cpu
+        redis_cpu = cpu_seconds(redis) - redis_cpu
         baseline_cpu = cpu_seconds([baseline.pid]) - baseline_cpu
         extra_rss = rss_mb(aegis_pids(aegis, data_dir)) - idle_rss
         baseline_rss = rss_mb([baseline.pid])
@@ -273,7 +281,13 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float]:
     return (
         Side("baseline", len(baseline_late), baseline_cpu, baseline_late),
         Side(
-            "aegis up", len(aegis_late), aegis_cpu, aegis_late, extra_rss, idle_cpu * (end - start)
+            "aegis up",
+            len(aegis_late),
+            aegis_cpu,
+            aegis_late,
+            extra_rss,
+            idle_cpu * (end - start),
+            redis_cpu,
         ),
         baseline_rss,
     )
@@ -307,7 +321,10 @@ def report(args, baseline: Side, aegis: Side, baseline_rss: float) -> None:
     print(f"aegis RSS above idle: {aegis.extra_rss_mb:.1f} MB (target ≤ 40 MB)")
     print(f"aegis slot lateness p99: {p99:.0f} ms (target ≤ 1000 ms)")
     print(f"(the baseline process's whole RSS, for scale: {baseline_rss:.0f} MB)")
-    print("aegis's CPU counts aegis up (web, worker, clock) and its embedded Redis.")
+    print(
+        f"aegis's CPU counts aegis up (web, worker, clock) and its embedded Redis "
+        f"({aegis.redis_cpu_seconds:.2f} s of the {aegis.cpu_seconds:.2f} s)."
+    )
 
 
 async def main() -> None:
