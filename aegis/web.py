@@ -27,8 +27,10 @@ from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.errors import StoreError, TransportError
+from bot.monitors.watchdog import Watchdog
 from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
+from bot.upkeep.job_runs import JobRunRecord, JobRunStatus
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
 from handlers.application import BOT_COMMANDS, build_application
 from handlers.intake import Intake
@@ -39,6 +41,7 @@ logger = logging.getLogger(__name__)
 WEBHOOK_PATH = "/telegram/webhook"
 EMULATOR_UPLOAD_BYTES = 50 * 2**20
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 (a header name)
+WATCHDOG_EVERY = 60.0  # seconds between the watchdog's passes
 
 
 @dataclass
@@ -107,6 +110,7 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
     tasks = [
         _supervised(_run_telegram(context, application, bot, stop)),
         _supervised(_beat(services.platform.heartbeats, "web", stop)),
+        _supervised(_watch_aegis(services.platform, stop)),
     ]
     async with contextlib.AsyncExitStack() as stack:
         context.mcp = await _start_mcp(stack, settings, services)
@@ -293,6 +297,31 @@ async def _beat(heartbeats: Heartbeats, kind: str, stop: asyncio.Event) -> None:
         await heartbeats.stop(process)
     except StoreError:
         pass
+
+
+async def _watch_aegis(platform, stop: asyncio.Event) -> None:
+    """The watchdog (bot/monitors/watchdog.py), here and not on the clock: a stopped clock or
+    worker is among what it must see. Each pass is a job run with its summary."""
+    watchdog = Watchdog(platform.monitors)
+    while not stop.is_set():
+        await _sleep(stop, WATCHDOG_EVERY)
+        if stop.is_set():
+            return
+        started = now()
+        chats = owner_chats(platform.settings)
+        try:
+            summary = await watchdog.watch(chats[0] if chats else None)
+            record = JobRunRecord(
+                "watchdog",
+                f"web:{started.isoformat()}",
+                JobRunStatus.COMPLETED,
+                started,
+                now(),
+                summary,
+            )
+            await platform.job_runs.record_many([record])
+        except StoreError as exc:
+            logger.warning("watchdog pass skipped: %s", exc)
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:

@@ -1,0 +1,120 @@
+"""The watchdog over aegis itself, on SQLite and Postgres, with an injected clock: a stopped
+clock, three completed runs that changed nothing, a stuck outbox, a silent model and a stale
+monitor each raise one card, and the card is closed once the finding is over."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import insert, select, update
+
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.outbox import Outbox
+from bot.monitors.incidents import Incidents
+from bot.monitors.monitor import MonitorKind, MonitorSpec
+from bot.monitors.monitors import Monitors
+from bot.monitors.watchdog import Watchdog
+from bot.store.tables import agent_runs, model_calls, outbox, schedules
+from bot.timeutil import now
+from bot.upkeep.schedules import BUILTIN_SCHEDULES, Schedules
+
+CHAT = 4242
+
+
+@pytest.fixture
+async def watchdog(store):
+    monitors = Monitors(store, Incidents(store, Outbox(store), CallbackSigner(b"k" * 32)))
+    return Watchdog(monitors)
+
+
+async def cards(store) -> list[str]:
+    async with store.read() as conn:
+        rows = (await conn.execute(select(outbox.c.parts).order_by(outbox.c.id))).scalars()
+        return [parts[0] for parts in rows]
+
+
+async def test_a_stopped_clock_raises_one_card_until_the_schedules_run_again(watchdog, store):
+    await Schedules(store).seed(BUILTIN_SCHEDULES)
+    assert (await watchdog.watch(CHAT))["findings"] == 0  # just seeded: nothing is late
+    later = now() + timedelta(minutes=20)  # the outbox sweep runs every 30 s: 20 min is late
+    await watchdog.watch(CHAT, later)
+    await watchdog.watch(CHAT, later + timedelta(minutes=1))
+    # (Its own card, never delivered here, is a finding too by then: a stuck outbox.)
+    [card] = [card for card in await cards(store) if "Schedules" in card]
+    assert card.startswith("⚠️ Schedules have not run on time")
+    assert "outbox-sweep" in card and "Is aegis clock running?" in card
+    async with store.write() as conn:  # the clock is back: every schedule moved on
+        await conn.execute(update(schedules).values(next_run_at=later + timedelta(seconds=30)))
+    assert (await watchdog.watch(CHAT, later + timedelta(minutes=2)))["incidents_closed"] == 1
+    assert (await cards(store))[-1].startswith("✅ Schedules have not run on time: over")
+
+
+async def add_run(store, agent: str, status: str, effects: dict) -> None:
+    moment = now()
+    async with store.write() as conn:
+        await conn.execute(
+            insert(agent_runs).values(
+                agent=agent,
+                request="look",
+                origin="schedule",
+                chat_id=CHAT,
+                status=status,
+                step="end",
+                state={},
+                effects=effects,
+                deadline_seconds=60,
+                attempts=1,
+                cancel_requested=False,
+                created_at=moment,
+                finished_at=moment,
+            )
+        )
+
+
+async def test_three_completed_runs_with_zero_effect_raise_a_card(watchdog, store):
+    await add_run(store, "scout", "completed", {"messages_sent": 1})
+    await add_run(store, "scout", "completed", {})
+    await add_run(store, "scout", "completed", {"tool_calls": 0})
+    assert (await watchdog.watch(CHAT))["findings"] == 0  # two in a row, not three
+    await add_run(store, "scout", "completed", {"cards": 0, "tool_calls": 0})
+    await add_run(store, "other", "failed", {})
+    assert (await watchdog.watch(CHAT))["incidents_opened"] == 1
+    [card] = await cards(store)
+    assert card.startswith("⚠️ scout completed 3 runs in a row that changed nothing")
+
+
+async def test_a_stuck_outbox_and_a_silent_model_raise_cards(watchdog, store):
+    await Outbox(store).put(CHAT, "hello")  # never delivered: no worker here
+    async with store.write() as conn:
+        await conn.execute(
+            insert(model_calls),
+            [
+                {
+                    "agent": "scout",
+                    "provider": "https://llm.test",
+                    "model": "m1",
+                    "status": "http 500",
+                    "latency_ms": 10,
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                    "at": now(),
+                }
+            ],
+        )
+    summary = await watchdog.watch(CHAT, now() + timedelta(minutes=16))
+    assert summary["incidents_opened"] == 2
+    titles = sorted(card.splitlines()[0] for card in (await cards(store))[1:])
+    assert titles == [
+        "⚠️ Messages are stuck in the outbox",
+        "⚠️ Model m1 has not answered for a day",
+    ]
+
+
+async def test_a_stale_monitor_raises_a_card(watchdog, store):
+    monitor, _ = await watchdog.monitors.watch(MonitorSpec("db", MonitorKind.TCP, "db.test:5432"))
+    assert (await watchdog.watch(CHAT, monitor.created_at + timedelta(minutes=2)))["findings"] == 0
+    summary = await watchdog.watch(CHAT, monitor.created_at + timedelta(minutes=4))
+    assert summary["incidents_opened"] == 1
+    [card] = await cards(store)
+    assert card.startswith("⚠️ Monitor db is stale")
