@@ -268,4 +268,63 @@ CLI_BUILTINS = tuple(
     for name, about in READING.items()
 )
 
-TOOLS = (*RECORDS, *CONVERSATION, *WORKDIR, *DEPLOY, *CLI_BUILTINS)
+# What aegis watches (bot/tools/monitors.py). Watching a program's exit code runs it on this
+# server at every check: irreversible, so its card needs a code.
+
+DURATION = {"type": ["string", "integer"], "maxLength": 20}
+WATCH_OPTIONS = {
+    "name": {"type": "string", "minLength": 1, "maxLength": 60},
+    "every": DURATION,
+    "timeout": DURATION,
+    "fail_after": {"type": "integer", "minimum": 1, "maximum": 20},
+    "recover_after": {"type": "integer", "minimum": 1, "maximum": 20},
+    "remind_every": DURATION,
+    "contains": {"type": "string", "minLength": 1, "maxLength": 500},
+}
+MONITORS = (
+    ToolSpec(
+        "monitors.list",
+        Effect.READ,
+        object_schema({}),
+        "Every monitor: what it watches, its state, last check and error, uptime over 24 h.",
+    ),
+    ToolSpec(
+        "monitors.watch",
+        Effect.WRITE,
+        object_schema(
+            {
+                "kind": {"enum": ["http", "tcp", "cert"]},
+                "target": {"type": "string", "minLength": 1, "maxLength": 2000},
+                **WATCH_OPTIONS,
+                "status": {"type": "array", "items": {"type": "integer"}, "maxItems": 20},
+                "matches": {"type": "string", "minLength": 1, "maxLength": 500},
+                "latency": DURATION,
+                "warn": DURATION,
+            },
+            "kind",
+            "target",
+        ),
+        "Watch a URL (http), a port (tcp, host:port) or a certificate (cert, host:port).",
+    ),
+    ToolSpec(
+        "monitors.watch_command",
+        Effect.IRREVERSIBLE,
+        object_schema(
+            {
+                "command": {"type": "string", "minLength": 1, "maxLength": 1000},
+                **WATCH_OPTIONS,
+                "exit": {"type": "integer", "minimum": 0, "maximum": 255},
+            },
+            "command",
+        ),
+        "Watch a command's exit code (and output), run on this server at every check.",
+    ),
+    ToolSpec(
+        "monitors.remove",
+        Effect.WRITE,
+        object_schema({"id": ROW_ID}, "id"),
+        "Stop watching monitor #id.",
+    ),
+)
+
+TOOLS = (*RECORDS, *CONVERSATION, *WORKDIR, *DEPLOY, *CLI_BUILTINS, *MONITORS)

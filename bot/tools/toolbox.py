@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.tools import cli_builtins, conversation, deploy, records, workdir
+from bot.tools import cli_builtins, conversation, deploy, monitors, records, workdir
 
 if TYPE_CHECKING:
     from bot.actions.call import Explainer, ToolFunction
     from bot.core import Platform
 
-FAMILIES = (records, conversation, workdir, deploy, cli_builtins)
+FAMILIES = (records, conversation, workdir, deploy, cli_builtins, monitors)
 
 
 def platform_explainers(platform: Platform) -> dict[str, Explainer]:

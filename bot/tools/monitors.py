@@ -1,0 +1,78 @@
+"""What aegis watches, as agents read and change it: ``monitors.list`` answers at once;
+``monitors.watch`` and ``monitors.remove`` wait for the owner's tap, and
+``monitors.watch_command`` for a tap and a code (it runs a program here at every check).
+
+What an agent asks is checked field by field like ``/watch`` (bot/monitors/specs.py); a refusal
+names the field. A monitor an agent made says so (``source``: ``agent:<slug>``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bot.errors import MonitorRefused, ToolRefused
+from bot.monitors import specs
+from bot.monitors.monitor import Monitor, MonitorKind
+
+if TYPE_CHECKING:
+    from bot.actions.call import Caller, ToolFunction
+    from bot.core import Platform
+
+
+def monitor_summary(monitor: Monitor, day: float | None) -> dict[str, Any]:
+    return {
+        "id": monitor.id,
+        "name": monitor.name,
+        "watches": monitor.spec.what(),
+        "state": "paused" if monitor.paused else monitor.state.value,
+        "last_check": monitor.last_check_at.isoformat(timespec="seconds")
+        if monitor.last_check_at
+        else None,
+        "last_error": monitor.last_error if monitor.last_ok is False else None,
+        "uptime_24h": day,
+        "made_by": monitor.source,
+    }
+
+
+def toolbox(platform: Platform) -> dict[str, ToolFunction]:
+    monitors = platform.monitors
+
+    async def list_monitors(args: dict, caller: Caller) -> dict:
+        uptimes = await monitors.uptimes()
+        return {
+            "monitors": [
+                monitor_summary(m, uptimes[m.id].day if m.id in uptimes else None)
+                for m in await monitors.all()
+            ]
+        }
+
+    async def watch(args: dict, caller: Caller) -> dict:
+        return await _watch(platform, MonitorKind(args["kind"]), args["target"], args, caller)
+
+    async def watch_command(args: dict, caller: Caller) -> dict:
+        return await _watch(platform, MonitorKind.CMD, args["command"], args, caller)
+
+    async def remove(args: dict, caller: Caller) -> dict:
+        removed = await monitors.remove(args["id"])
+        if removed is None:
+            raise ToolRefused(f"there is no monitor #{args['id']}")
+        return {"removed": removed.id, "name": removed.name}
+
+    return {
+        "monitors.list": list_monitors,
+        "monitors.watch": watch,
+        "monitors.watch_command": watch_command,
+        "monitors.remove": remove,
+    }
+
+
+async def _watch(platform: Platform, kind: MonitorKind, target: str, args: dict, caller) -> dict:
+    options = {
+        key: value for key, value in args.items() if key not in ("kind", "target", "command")
+    }
+    try:
+        spec = specs.build(kind, target, options)
+    except MonitorRefused as exc:
+        raise ToolRefused(f"{exc.field}: {exc.problem}") from None
+    monitor, new = await platform.monitors.watch(spec, source=f"agent:{caller.agent}")
+    return {"id": monitor.id, "name": monitor.name, "new": new, "watches": monitor.spec.what()}
