@@ -1,9 +1,11 @@
 """Monitor checks and what follows a card about them.
 
-``check_monitor`` is enqueued by the clock, one message per due slot. It starts the check on
-this worker's event loop and returns at once: a check may take its whole timeout (10 s by
-default), and a worker thread held that long per check would leave deliveries waiting behind a
-few stalled targets. The price is that a worker killed mid-check loses that one check, never an
+The clock sends the due slots of a tick in ``check_monitors`` messages (each slot with its
+monitor's spec). The actor starts every check on this worker's event loop as a task of its own,
+under its own hard timeout, and returns at once: a check may take its whole timeout (10 s by
+default), and a worker thread held that long would leave deliveries waiting behind a few stalled
+targets. The results are recorded in batches, one transaction for all that finished within
+``RECORD_EVERY``. The price is that a worker killed mid-check loses those checks, never an
 alert: the next slot checks again, and what a check decided is committed with its messages in
 the outbox before anything is sent.
 """
@@ -18,40 +20,68 @@ import dramatiq
 from aegis.botapi.endpoint import owner_chats
 from bot.chat.views.monitors import already_watched, watching
 from bot.errors import AegisError, MonitorRefused
-from bot.monitors.monitor import Monitor, MonitorSpec
+from bot.monitors.monitor import MonitorSpec
+from bot.monitors.monitors import Check
+from bot.timeutil import now
 from jobs import probe
 from jobs.broker import require_broker
+from jobs.probes import PerLoop
 from jobs.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)
-_checks: set[asyncio.Task] = set()  # held here: the loop keeps only weak references to tasks
+RECORD_EVERY = 0.05  # seconds a finished check waits for others to share its transaction
 
 
 @dramatiq.actor(queue_name="monitors", max_retries=0)
-async def check_monitor(monitor_id: int, slot: str = "") -> dict:
+async def check_monitors(due: list) -> dict:
+    """Start the checks of these slots (``[monitor id, slot, spec]`` each) and return."""
     platform = (await resources()).platform
-    monitor = await platform.monitors.get(monitor_id)
-    if monitor is None or monitor.paused:
-        return {"checks_skipped": 1}  # removed or paused after its slot was claimed
-    task = asyncio.create_task(_check_and_record(platform, monitor))
-    _checks.add(task)
-    task.add_done_callback(_checks.discard)
-    return {"checks_started": 1}
+    batch = _batches.get()
+    for monitor_id, _slot, spec in due:
+        batch.start(platform, monitor_id, MonitorSpec.from_json(spec))
+    return {"checks_started": len(due)}
 
 
-async def _check_and_record(platform, monitor: Monitor) -> None:
-    result = await probe.check(monitor.spec)
+class _Batch:
+    """This loop's checks under way, and their results waiting to be recorded together."""
+
+    def __init__(self) -> None:
+        self.running: set[asyncio.Task] = set()  # held: the loop keeps only weak references
+        self.done: list[Check] = []
+        self.flushing: asyncio.Task | None = None
+
+    def start(self, platform, monitor_id: int, spec: MonitorSpec) -> None:
+        task = asyncio.create_task(self._check(platform, monitor_id, spec))
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def _check(self, platform, monitor_id: int, spec: MonitorSpec) -> None:
+        result = await probe.check(spec)
+        self.done.append((monitor_id, result, now()))
+        if self.flushing is None or self.flushing.done():
+            self.flushing = asyncio.create_task(self._record(platform))
+
+    async def _record(self, platform) -> None:
+        await asyncio.sleep(RECORD_EVERY)
+        while self.done:
+            checks, self.done = self.done, []
+            await _record(platform, checks)
+
+
+async def _record(platform, checks: list[Check]) -> None:
     chats = owner_chats(platform.settings)
     try:
-        await platform.monitors.record(
-            monitor.id,
-            result,
-            chat_id=chats[0] if chats else None,
-            agents=platform.monitor_agents,
+        await platform.monitors.record_many(
+            checks, chat_id=chats[0] if chats else None, agents=platform.monitor_agents
         )
-    except AegisError as exc:  # an outage: this check is lost, the next slot checks again
-        logger.warning("check of monitor %s not recorded: %s", monitor.id, exc)
+    except AegisError as exc:  # an outage: these checks are lost, the next slots check again
+        logger.warning("%d monitor checks not recorded: %s", len(checks), exc)
+    except Exception:
+        logger.exception("%d monitor checks not recorded", len(checks))
+
+
+_batches = PerLoop(_Batch)
 
 
 # Retried: the monitor is keyed by its target, so a retry finds the one it made.

@@ -10,12 +10,13 @@ incident with its messages in the outbox (bot/monitors/incidents.py).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -40,8 +41,11 @@ from bot.timeutil import now
 
 logger = logging.getLogger(__name__)
 CHAT, FILE = "chat", "file"
-RACE_TRIES = 3
 Enqueue = Callable[..., Awaitable[None]]
+Check = tuple[int, CheckResult, datetime]  # a monitor's id, what its check found, and when
+CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
+# A quiet check's move, for many rows at once (executemany): its SET is the parameters' keys.
+QUIET_MOVE = update(monitors).where(monitors.c.id == bindparam("monitor_id"))
 
 
 @dataclass
@@ -163,7 +167,8 @@ class Monitors:
     # The clock's part
 
     async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
-        """Claim every due slot and enqueue one check for each; returns how many. A claimed
+        """Claim every due slot and enqueue their checks, a message per hundred (each with the
+        monitor's spec, so a worker reads nothing before it probes); returns how many. A claimed
         slot moves to the next slot ahead, so after downtime a monitor gets one check."""
         moment = moment or now()
         claimed = []
@@ -181,9 +186,9 @@ class Monitors:
                     .values(next_check_at=following)
                 )
                 if moved.rowcount == 1:
-                    claimed.append((monitor_id, slot))
-        for monitor_id, slot in claimed:
-            await enqueue("check_monitor", monitor_id, slot.isoformat())
+                    claimed.append([monitor_id, slot.isoformat(), spec])
+        for start in range(0, len(claimed), CHECKS_PER_MESSAGE):
+            await enqueue("check_monitors", claimed[start : start + CHECKS_PER_MESSAGE])
         return len(claimed)
 
     async def seconds_until_next(self, *, ceiling: float) -> float:
@@ -206,64 +211,65 @@ class Monitors:
         moment: datetime | None = None,
     ) -> dict[str, int]:
         """Judge one check and act on it; returns the job's summary of what changed."""
-        moment = moment or now()
-        asked: Asked = []
-        summary = {"checks_dropped": 1}
-        async with self.store.write() as conn:
-            for _ in range(RACE_TRIES):
-                monitor = await self._get_in(conn, monitor_id)
-                if monitor is None or monitor.paused:
-                    break
-                verdict = judge(monitor.spec, monitor.counters, result)
-                flips = _flips(monitor, result.ok, moment)
-                flapping = _flapping(monitor, flips, moment)
-                if flapping.ends:
-                    flips = []  # what came before the calm no longer counts towards the next
-                if await self._move_in(conn, monitor, verdict, flips, flapping, result, moment):
-                    await self._count_in(conn, monitor.id, result.ok, moment)
-                    summary = await self._alert_in(
-                        conn, monitor, verdict, flapping, result, chat_id, agents, moment, asked
-                    )
-                    break
-        await self.incidents.deliver(asked)
-        return summary
+        check = (monitor_id, result, moment or now())
+        return await self.record_many([check], chat_id=chat_id, agents=agents)
 
-    async def _move_in(self, conn, monitor, verdict: Verdict, flips, flapping, result, moment):
-        """The compare-and-set: the row moves only from the counters this check was judged on."""
-        before = monitor.counters
-        values = {
-            "state": verdict.counters.state,
-            "failures": verdict.counters.failures,
-            "successes": verdict.counters.successes,
-            "flips": [flip.isoformat() for flip in flips],
-            "flapping_since": flapping.since,
-            "last_check_at": moment,
-            "last_ok": result.ok,
-            "last_latency_ms": result.latency_ms,
-            "last_error": result.error if not result.ok else monitor.last_error,
-        }
-        if verdict.change is not Change.NONE:
-            values["state_since"] = moment
-        last = monitors.c.last_check_at
-        moved = await conn.execute(
-            update(monitors)
-            .where(
-                monitors.c.id == monitor.id,
-                monitors.c.state == before.state,
-                monitors.c.failures == before.failures,
-                monitors.c.successes == before.successes,
-                last.is_(None) if monitor.last_check_at is None else last == monitor.last_check_at,
+    async def record_many(
+        self, checks: list[Check], *, chat_id: int | None, agents: tuple[str, ...] = ()
+    ) -> dict[str, int]:
+        """Judge many checks, one transaction a round (a monitor checked twice in the batch is
+        judged again in the next round, on what the first check left)."""
+        summary: Counter[str] = Counter()
+        asked: Asked = []
+        while checks:
+            first, checks = _first_of_each(checks)
+            async with self.store.write() as conn:
+                await self._record_in(conn, first, chat_id, agents, asked, summary)
+        await self.incidents.deliver(asked)
+        return dict(summary)
+
+    async def _record_in(self, conn, checks, chat_id, agents, asked, summary) -> None:
+        """The rows are read locked (FOR UPDATE on Postgres; SQLite has one writer), so two
+        checks of one monitor racing are judged one after the other, never on the same
+        counters: one opens the incident, the other finds it open."""
+        query = select(monitors).where(monitors.c.id.in_([check[0] for check in checks]))
+        rows = await conn.execute(query.with_for_update())
+        current = {row.id: _from_row(row) for row in rows.all()}
+        quiet: list[dict[str, Any]] = []
+        hours: Counter[tuple[int, datetime, str]] = Counter()
+        for monitor_id, result, moment in checks:
+            monitor = current.get(monitor_id)
+            if monitor is None or monitor.paused:
+                summary["checks_dropped"] += 1
+                continue
+            verdict = judge(monitor.spec, monitor.counters, result)
+            flips = _flips(monitor, result.ok, moment)
+            flapping = _flapping(monitor, flips, moment)
+            if flapping.ends:
+                flips = []  # what came before the calm no longer counts towards the next
+            values = _moved(monitor, verdict, flips, flapping, result, moment)
+            hours[(monitor_id, _hour(moment), "checks")] += 1
+            hours[(monitor_id, _hour(moment), "ups")] += int(result.ok)
+            summary["checks_ok" if result.ok else "checks_failed"] += 1
+            if _quiet(verdict, flapping):  # most checks: nothing to tell anyone
+                quiet.append({"monitor_id": monitor_id, **values})
+                continue
+            await conn.execute(update(monitors).where(monitors.c.id == monitor_id).values(**values))
+            summary.update(
+                await self._alert_in(
+                    conn, monitor, verdict, flapping, result, chat_id, agents, moment, asked
+                )
             )
-            .values(**values)
-        )
-        return moved.rowcount == 1
+        if quiet:
+            await conn.execute(QUIET_MOVE, quiet)
+        await self._count_in(conn, hours)
 
     async def _alert_in(
         self, conn, monitor, verdict, flapping, result, chat_id, agents, moment, asked
     ) -> dict[str, int]:
-        summary = {"checks_ok" if result.ok else "checks_failed": 1}
+        summary: dict[str, int] = {}
         if chat_id is None:
-            return {**summary, "alerts_without_owner_chat": int(verdict.change is not Change.NONE)}
+            return {"alerts_without_owner_chat": int(verdict.change is not Change.NONE)}
         down_subject, flap_subject = _subjects(monitor.id)
         down = await self.incidents.open_for_in(conn, down_subject)
         opener = _Opener(self.incidents, conn, monitor, chat_id, agents, moment, asked)
@@ -305,20 +311,23 @@ class Monitors:
         )
         return {"reminders_sent": int(reminded)}
 
-    async def _count_in(self, conn, monitor_id: int, ok: bool, moment: datetime) -> None:
+    async def _count_in(self, conn, hours: Counter) -> None:
+        rows: dict[tuple[int, datetime], dict[str, Any]] = {}
+        for (monitor_id, hour, counted), count in hours.items():
+            row = rows.setdefault((monitor_id, hour), {"monitor_id": monitor_id, "hour": hour})
+            row[counted] = count
+        if not rows:
+            return
         dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        hour = moment.replace(minute=0, second=0, microsecond=0)
-        statement = dialect.insert(monitor_hours).values(
-            monitor_id=monitor_id, hour=hour, checks=1, ups=int(ok)
-        )
+        statement = dialect.insert(monitor_hours)
         statement = statement.on_conflict_do_update(
             index_elements=["monitor_id", "hour"],
             set_={
-                "checks": monitor_hours.c.checks + 1,
-                "ups": monitor_hours.c.ups + int(ok),
+                "checks": monitor_hours.c.checks + statement.excluded.checks,
+                "ups": monitor_hours.c.ups + statement.excluded.ups,
             },
         )
-        await conn.execute(statement)
+        await conn.execute(statement, list(rows.values()))
 
     # Reading
 
@@ -418,6 +427,46 @@ class _Opener:
             agents=self.agents,
         )
         return opened is not None
+
+
+def _moved(monitor, verdict: Verdict, flips, flapping: Flapping, result, moment) -> dict:
+    """The row after this check."""
+    return {
+        "state": verdict.counters.state,
+        "failures": verdict.counters.failures,
+        "successes": verdict.counters.successes,
+        "flips": [flip.isoformat() for flip in flips],
+        "flapping_since": flapping.since,
+        "last_check_at": moment,
+        "last_ok": result.ok,
+        "last_latency_ms": result.latency_ms,
+        "last_error": result.error if not result.ok else monitor.last_error,
+        "state_since": moment if verdict.change is not Change.NONE else monitor.state_since,
+    }
+
+
+def _quiet(verdict: Verdict, flapping: Flapping) -> bool:
+    """A check that changes nothing anyone is told about: no verdict, no flapping begun or
+    ended, and not down (a down monitor's checks may owe a reminder)."""
+    return (
+        verdict.change is Change.NONE
+        and not (flapping.starts or flapping.ends)
+        and verdict.counters.state is not MonitorState.DOWN
+    )
+
+
+def _first_of_each(checks: list[Check]) -> tuple[list[Check], list[Check]]:
+    """The first check of each monitor, and the rest for the next round."""
+    seen: set[int] = set()
+    first, rest = [], []
+    for check in checks:
+        (rest if check[0] in seen else first).append(check)
+        seen.add(check[0])
+    return first, rest
+
+
+def _hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
 
 
 def _subjects(monitor_id: int) -> tuple[str, str]:

@@ -191,13 +191,16 @@ async def test_after_downtime_each_monitor_is_checked_once_on_its_wall_clock_slo
         await monitors.watch(MonitorSpec(f"m{number}", MonitorKind.TCP, f"h{number}:80"))
     enqueued = []
 
-    async def enqueue(actor, *args):
-        enqueued.append((actor, *args))
+    async def enqueue(actor, due):
+        enqueued.append((actor, due))
 
     later = T0 + timedelta(days=400)  # far past every slot
     assert await monitors.enqueue_due(enqueue, later) == 5
     assert await monitors.enqueue_due(enqueue, later) == 0
-    assert sorted(args[1] for args in enqueued) == [m.id for m in await monitors.all()]
+    [(actor, due)] = enqueued  # one message for the tick's slots
+    assert actor == "check_monitors"
+    assert sorted(check[0] for check in due) == [m.id for m in await monitors.all()]
+    assert {check[2]["name"] for check in due} == {f"m{number}" for number in range(5)}
     for monitor in await monitors.all():
         assert later < monitor.next_check_at <= later + monitor.spec.interval
         offset = (monitor.next_check_at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()
