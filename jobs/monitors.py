@@ -1,11 +1,11 @@
 """Monitor checks and what follows a card about them.
 
-The clock sends the due slots of a tick in ``check_monitors`` messages (each slot with its
-monitor's spec). The actor starts every check on this worker's event loop as a task of its own,
-under its own hard timeout, and returns at once: a check may take its whole timeout (10 s by
-default), and a worker thread held that long would leave deliveries waiting behind a few stalled
-targets. The results are recorded in batches, one transaction for all that finished within
-``RECORD_EVERY``. The price is that a worker killed mid-check loses those checks, never an
+The clock sends the slots due within a second in ``check_monitors`` messages (each slot with its
+monitor's spec). The actor starts every check on this worker's event loop as a task of its own
+that waits for its slot and probes under its own hard timeout, and it returns at once: a check
+may take its whole timeout (10 s by default), and a worker thread held that long would leave
+deliveries waiting behind a few stalled targets. The results are recorded in batches, one
+transaction for all that finished within ``RECORD_EVERY``. The price is that a worker killed mid-check loses those checks, never an
 alert: the next slot checks again, and what a check decided is committed with its messages in
 the outbox before anything is sent.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 
 import dramatiq
 
@@ -31,6 +32,7 @@ from jobs.resources import resources
 require_broker()
 logger = logging.getLogger(__name__)
 RECORD_EVERY = 0.05  # seconds a finished check waits for others to share its transaction
+MAX_EARLY = 5.0  # a slot further ahead than this (clocks apart) is checked then, not later
 
 
 @dramatiq.actor(queue_name="monitors", max_retries=0)
@@ -38,8 +40,8 @@ async def check_monitors(due: list) -> dict:
     """Start the checks of these slots (``[monitor id, slot, spec]`` each) and return."""
     platform = (await resources()).platform
     batch = _batches.get()
-    for monitor_id, _slot, spec in due:
-        batch.start(platform, monitor_id, MonitorSpec.from_json(spec))
+    for monitor_id, slot, spec in due:
+        batch.start(platform, monitor_id, datetime.fromisoformat(slot), MonitorSpec.from_json(spec))
     return {"checks_started": len(due)}
 
 
@@ -51,12 +53,16 @@ class _Batch:
         self.done: list[Check] = []
         self.flushing: asyncio.Task | None = None
 
-    def start(self, platform, monitor_id: int, spec: MonitorSpec) -> None:
-        task = asyncio.create_task(self._check(platform, monitor_id, spec))
+    def start(self, platform, monitor_id: int, slot: datetime, spec: MonitorSpec) -> None:
+        task = asyncio.create_task(self._check(platform, monitor_id, slot, spec))
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
-    async def _check(self, platform, monitor_id: int, spec: MonitorSpec) -> None:
+    async def _check(self, platform, monitor_id: int, slot: datetime, spec: MonitorSpec) -> None:
+        # The clock claims slots a moment ahead (bot/monitors/monitors.py, LOOKAHEAD).
+        early = (slot - now()).total_seconds()
+        if early > 0:
+            await asyncio.sleep(min(early, MAX_EARLY))
         result = await probe.check(spec)
         self.done.append((monitor_id, result, now()))
         if self.flushing is None or self.flushing.done():

@@ -44,7 +44,8 @@ CHAT, FILE = "chat", "file"
 Enqueue = Callable[..., Awaitable[None]]
 Check = tuple[int, CheckResult, datetime]  # a monitor's id, what its check found, and when
 CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
-# A quiet check's move, for many rows at once (executemany): its SET is the parameters' keys.
+LOOKAHEAD = timedelta(seconds=1)  # slots claimed this long before they are due
+# Many rows moved at once (executemany): its SET is the parameters' keys but the id.
 QUIET_MOVE = update(monitors).where(monitors.c.id == bindparam("monitor_id"))
 
 
@@ -167,37 +168,41 @@ class Monitors:
     # The clock's part
 
     async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
-        """Claim every due slot and enqueue their checks, a message per hundred (each with the
-        monitor's spec, so a worker reads nothing before it probes); returns how many. A claimed
-        slot moves to the next slot ahead, so after downtime a monitor gets one check."""
+        """Claim every slot due within ``LOOKAHEAD`` and enqueue their checks, a message per
+        hundred, each slot with its monitor's spec; returns how many. The worker waits for each
+        slot to the millisecond, so the clock need not wake for every one. A claimed slot moves
+        to the next slot ahead, so after downtime a monitor gets one check, never a burst."""
         moment = moment or now()
-        claimed = []
+        claimed, moves = [], []
         async with self.store.write() as conn:
+            # Locked as read (FOR UPDATE on Postgres; SQLite has one writer): a second clock by
+            # mistake waits, then finds these slots moved on and claims none of them twice.
             due = await conn.execute(
-                select(monitors.c.id, monitors.c.spec, monitors.c.next_check_at).where(
-                    monitors.c.paused.is_(False), monitors.c.next_check_at <= moment
+                select(monitors.c.id, monitors.c.spec, monitors.c.next_check_at)
+                .where(
+                    monitors.c.paused.is_(False),
+                    monitors.c.next_check_at <= moment + LOOKAHEAD,
                 )
+                .with_for_update()
             )
             for monitor_id, spec, slot in due.all():
-                following = next_slot(monitor_id, spec["interval_seconds"], moment)
-                moved = await conn.execute(
-                    update(monitors)
-                    .where(monitors.c.id == monitor_id, monitors.c.next_check_at == slot)
-                    .values(next_check_at=following)
-                )
-                if moved.rowcount == 1:
-                    claimed.append([monitor_id, slot.isoformat(), spec])
+                following = next_slot(monitor_id, spec["interval_seconds"], max(slot, moment))
+                moves.append({"monitor_id": monitor_id, "next_check_at": following})
+                claimed.append([monitor_id, slot.isoformat(), spec])
+            if moves:
+                await conn.execute(QUIET_MOVE, moves)
         for start in range(0, len(claimed), CHECKS_PER_MESSAGE):
             await enqueue("check_monitors", claimed[start : start + CHECKS_PER_MESSAGE])
         return len(claimed)
 
     async def seconds_until_next(self, *, ceiling: float) -> float:
+        """How long the clock may sleep: until the soonest slot comes within ``LOOKAHEAD``."""
         query = select(func.min(monitors.c.next_check_at)).where(monitors.c.paused.is_(False))
         async with self.store.read() as conn:
             soonest = (await conn.execute(query)).scalar_one_or_none()
         if soonest is None:
             return ceiling
-        return max(0.0, min(ceiling, (soonest - now()).total_seconds()))
+        return max(0.0, min(ceiling, (soonest - LOOKAHEAD - now()).total_seconds()))
 
     # What a check's result changes
 
