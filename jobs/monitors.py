@@ -1,13 +1,13 @@
 """Monitor checks and what follows a card about them.
 
-The clock sends the slots due within a second in ``check_monitors`` messages (each slot with its
-monitor's spec). The actor starts every check on this worker's event loop as a task of its own
-that waits for its slot and probes under its own hard timeout, and it returns at once: a check
-may take its whole timeout (10 s by default), and a worker thread held that long would leave
-deliveries waiting behind a few stalled targets. The results are recorded in batches, one
-transaction for all that finished within ``RECORD_EVERY``. The price is that a worker killed mid-check loses those checks, never an
-alert: the next slot checks again, and what a check decided is committed with its messages in
-the outbox before anything is sent.
+The clock sends the slots due within a second in ``check_monitors`` messages (each slot with
+its monitor's spec). The actor starts every check on this worker's event loop as a task of its
+own that waits for its slot and probes under its own hard timeout, and it returns at once: a
+check may take its whole timeout (10 s by default), and a worker thread held that long would
+leave deliveries waiting behind a few stalled targets. The results are recorded in batches, one
+transaction for all that finished within ``RECORD_EVERY``. The price is that a worker killed
+mid-check loses those checks, never an alert: the next slot checks again, and what a check
+decided is committed with its messages in the outbox before anything is sent.
 """
 
 from __future__ import annotations
