@@ -39,9 +39,11 @@ async def handle_bot_call(request: web.Request) -> web.Response:
             call = await _make_call(request)
         except ConnectionResetError:  # the bot hung up before its request arrived whole
             return web.Response(status=400, text="the request was cut off")
-        method = _method_table().get(request.match_info["method"].lower())
+        name = request.match_info["method"]
+        method = _method_table().get(name.lower())
         if method is None:
             raise not_found()
+        _refuse_in_outage(call, name)
         result = await method(call)
     except ApiError as error:
         return web.json_response(error.to_payload(), status=error.code)
@@ -56,6 +58,18 @@ async def _make_call(request: web.Request) -> Call:
         raise ApiError(401, "Unauthorized") if is_token_shaped(token) else not_found("")
     params = await read_params(request)
     return Call(state, bot, params, request.app[RUNTIME_KEY].closing)
+
+
+def _refuse_in_outage(call: Call, method: str) -> None:
+    """A configured outage (``POST /_emulator/outage``) answers instead of the method."""
+    outage = call.bot.outage
+    if outage is not None and outage.hits(method):
+        outage.refused += 1
+        description = {502: "Bad Gateway", 429: "Too Many Requests: retry after 1"}
+        retry_after = 1 if outage.status == 429 else None
+        raise ApiError(
+            outage.status, description.get(outage.status, "Internal Server Error"), retry_after
+        )
 
 
 def _method_table() -> dict[str, Method]:

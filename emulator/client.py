@@ -169,6 +169,11 @@ class EmulatorClient:
         }
         return await self._request("POST", "flood", json=body)
 
+    async def outage(self, status: int, *methods: str, count: int | None = None) -> dict[str, Any]:
+        """Answer the bot's calls (of ``methods``, or all) with ``status``; 0 ends it."""
+        body = {"status": status, "methods": list(methods), "count": count}
+        return await self._request("POST", "outage", json=body)
+
     async def stats(self) -> dict[str, int]:
         return await self._request("GET", "stats")
 

@@ -16,7 +16,7 @@ from aiohttp import web
 from emulator.errors import ApiError, bad_request
 from emulator.inject import inject_callback, inject_edit, inject_message, inject_raw
 from emulator.keys import CONTROL_KEY, RUNTIME_KEY, STATE_KEY, TOKEN_KEY
-from emulator.models import BotState, Chat, FloodConfig
+from emulator.models import BotState, Chat, FloodConfig, Outage
 from emulator.state import EmulatorState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -169,6 +169,22 @@ async def post_flood(request: web.Request) -> web.Response:
     return web.json_response(vars(config))
 
 
+async def post_outage(request: web.Request) -> web.Response:
+    """Answer the bot's calls with an error: ``{"status": 500, "methods": ["editMessageText"],
+    "count": 3}``; ``{"status": 0}`` ends it. Returns how many calls the last one answered."""
+    body = await _body(request)
+    bot = _bot(request)
+    ended = bot.outage.refused if bot.outage else 0
+    status = int(body.get("status", 0))
+    if status:
+        methods = frozenset(str(name).lower() for name in body.get("methods") or ())
+        count = body.get("count")
+        bot.outage = Outage(status, methods, None if count is None else int(count))
+    else:
+        bot.outage = None
+    return web.json_response({"refused": ended})
+
+
 async def get_stats(request: web.Request) -> web.Response:
     bot = _bot(request)
     stats = {**_state(request).stats.as_dict(), "pending_updates": len(bot.updates)}
@@ -194,6 +210,7 @@ def control_routes() -> list[web.RouteDef]:
         web.get("/_emulator/chats/{chat_id}/messages", guarded(get_chat_messages)),
         web.get("/_emulator/files/{file_id}", guarded(get_file)),
         web.post("/_emulator/flood", guarded(post_flood)),
+        web.post("/_emulator/outage", guarded(post_outage)),
         web.get("/_emulator/stats", guarded(get_stats)),
         web.get("/_emulator/bot", guarded(get_bot)),
     ]

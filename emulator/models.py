@@ -155,6 +155,22 @@ class FloodConfig:
 
 
 @dataclass
+class Outage:
+    """Bot API calls answered with an error instead of being served, as on a bad day at
+    Telegram: the next ``count`` calls (None: until cleared) of ``methods`` (empty: every one)."""
+
+    status: int
+    methods: frozenset[str] = frozenset()  # lowercase method names
+    count: int | None = None
+    refused: int = 0  # how many calls it has answered so far
+
+    def hits(self, method: str) -> bool:
+        if self.methods and method.lower() not in self.methods:
+            return False
+        return self.count is None or self.refused < self.count
+
+
+@dataclass
 class WebhookConfig:
     """What ``setWebhook`` configured, plus Telegram's delivery bookkeeping."""
 
@@ -177,6 +193,7 @@ class BotState:
     webhook: WebhookConfig | None = None
     commands: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     flood: FloodConfig = field(default_factory=FloodConfig)
+    outage: Outage | None = None
     chat_sends: dict[int, deque[float]] = field(default_factory=dict)
     global_sends: deque[float] = field(default_factory=deque)
     callback_answers: dict[str, dict[str, Any] | None] = field(default_factory=dict)

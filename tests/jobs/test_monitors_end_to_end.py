@@ -7,15 +7,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from datetime import timedelta
 
 import pytest
 from aiohttp import web
+from sqlalchemy import select, update
 
 from aegis.clock import run_clock
+from bot.chat.outbox import Outbox
 from bot.config.live import LiveConfig
+from bot.monitors.incidents import Incidents
+from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec
+from bot.monitors.monitors import Monitors
+from bot.store.tables import outbox
+from bot.timeutil import now
 from jobs.enqueue import make_enqueue
 from tests.helpers.runs import buttons, message_with, tap
-from tests.helpers.stack import eventually, free_port, make_settings, running_stack
+from tests.helpers.stack import OWNER_CHAT, eventually, free_port, make_settings, running_stack
 
 AGENTS = """\
 agents:
@@ -151,3 +159,94 @@ async def test_a_command_monitor_from_chat_waits_for_an_approval_with_a_code(sta
     assert "Approve" in " ".join(buttons(card))
     assert stack.services.platform.monitors is not None
     assert await stack.services.platform.monitors.all() == []  # nothing runs before the code
+
+
+async def monitor_in(stack, state: str, monitor_id: int = 1):
+    async def reached():
+        monitor = await stack.services.platform.monitors.get(monitor_id)
+        return monitor if monitor and monitor.state == state else None
+
+    return await eventually(reached, timeout=20)
+
+
+async def cards_in_chat(stack) -> list[dict]:
+    return [m for m in await stack.bot_messages() if (m["text"] or "").startswith(("🔴", "🟢"))]
+
+
+async def test_a_recovery_edit_telegram_refuses_with_500_arrives_later_exactly_once(stack, target):
+    async with clock(stack):
+        await answer_to(stack, f"/watch {target['url']} every 10s fail 1 recover 1", "^Watching")
+        await monitor_in(stack, "up")
+        target["healthy"] = False
+        await stack.services.platform.monitors.check_now(1)
+        card = await message_with(stack, r"is down")
+        await stack.emulator.outage(500, "editMessageText", count=3)
+        target["healthy"] = True
+        await stack.services.platform.monitors.check_now(1)
+        await monitor_in(stack, "up")
+
+        async def recovered():
+            [shown] = await cards_in_chat(stack)
+            return shown if "recovered after" in shown["text"] else None
+
+        shown = await eventually(recovered, timeout=60)
+    assert shown["message_id"] == card["message_id"]
+    assert (await stack.emulator.outage(0))["refused"] == 3  # refused three times, then sent
+    async with stack.store.read() as conn:
+        edits = (
+            await conn.execute(
+                select(outbox.c.status, outbox.c.attempts).where(outbox.c.kind == "edit")
+            )
+        ).all()
+    assert [status for status, _ in edits] == ["sent"]  # one edit, sent once it could be
+    assert edits[0].attempts >= 3
+
+
+async def test_telegram_down_across_five_changes_delivers_all_in_order_none_doubled(stack, target):
+    monitors = stack.services.platform.monitors
+    async with clock(stack):
+        await answer_to(stack, f"/watch {target['url']} every 10s fail 1 recover 1", "^Watching")
+        await monitor_in(stack, "up")
+        await stack.emulator.outage(502, "sendMessage", "editMessageText")
+        for healthy, state in [(False, "down"), (True, "up")] * 2 + [(False, "down")]:
+            target["healthy"] = healthy
+            await monitors.check_now(1)
+            await monitor_in(stack, state)
+        assert await cards_in_chat(stack) == []  # nothing got through while Telegram was down
+        await stack.emulator.outage(0)
+
+        async def all_three():
+            shown = await cards_in_chat(stack)
+            texts = [m["text"].split("\n")[0] for m in shown]
+            return shown if len(shown) == 3 and texts[1].endswith(("min", "min)")) else None
+
+        shown = await eventually(all_three, timeout=90)
+    first_lines = [m["text"].split("\n")[0] for m in shown]
+    assert [line.split(" ", 2)[2].split(" after")[0] for line in first_lines[:2]] == [
+        "recovered",
+        "recovered",
+    ]
+    assert first_lines[2].startswith("🔴 127.0.0.1/health is down")
+    ids = [m["message_id"] for m in shown]
+    assert ids == sorted(ids)  # in the order they happened
+
+
+async def test_a_decision_whose_worker_died_before_asking_for_delivery_is_delivered(stack, target):
+    """The check's transaction committed the card; the process died before it asked for a
+    delivery (an outbox with no ``deliver``): the outbox sweep sends it, once."""
+    orphaned = Monitors(
+        stack.store, Incidents(stack.store, Outbox(stack.store), stack.services.signer)
+    )
+    monitor, _ = await orphaned.watch(
+        MonitorSpec("site", MonitorKind.HTTP, target["url"], fail_after=1)
+    )
+    await orphaned.record(monitor.id, CheckResult.down("status 503"), chat_id=OWNER_CHAT)
+    async with stack.store.write() as conn:  # as if it had waited for the sweep's grace
+        await conn.execute(update(outbox).values(created_at=now() - timedelta(minutes=1)))
+    assert await cards_in_chat(stack) == []
+    await make_enqueue(stack.broker)("sweep_outbox")
+    card = await message_with(stack, r"^🔴 site is down")
+    assert "status 503" in card["text"]
+    await make_enqueue(stack.broker)("sweep_outbox")
+    await asyncio.sleep(1)
+    assert len(await cards_in_chat(stack)) == 1
