@@ -9,6 +9,7 @@ import contextlib
 import re
 from datetime import timedelta
 
+import pyotp
 import pytest
 from aiohttp import web
 from sqlalchemy import select, update
@@ -16,6 +17,7 @@ from sqlalchemy import select, update
 from aegis.clock import run_clock
 from bot.chat.outbox import Outbox
 from bot.config.live import LiveConfig
+from bot.config.secrets import SecretFiles
 from bot.monitors.incidents import Incidents
 from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec
 from bot.monitors.monitors import Monitors
@@ -154,11 +156,23 @@ async def test_run_an_agent_from_the_incident_card(stack, target):
         assert "Find out why" in result["text"]
 
 
-async def test_a_command_monitor_from_chat_waits_for_an_approval_with_a_code(stack):
-    card = await answer_to(stack, '/watch cmd "true"', r"Watch with a command")
-    assert "Approve" in " ".join(buttons(card))
-    assert stack.services.platform.monitors is not None
-    assert await stack.services.platform.monitors.all() == []  # nothing runs before the code
+async def test_a_command_monitor_from_chat_is_watched_only_after_a_tap_and_a_code(stack):
+    secret = pyotp.random_base32()
+    SecretFiles(stack.settings.data_dir).put("totp", secret)
+    async with clock(stack):
+        card = await answer_to(stack, '/watch cmd "true" every 10s', r"Watch with a command")
+        assert "'true'" in card["text"] and '"target": "true"' in card["text"]
+        assert await stack.services.platform.monitors.all() == []
+        answer = await tap(stack, card, "Approve (then a code)")
+        assert "code" in answer
+        await message_with(stack, "send the current 6-digit code", after=card["message_id"])
+        assert await stack.services.platform.monitors.all() == []  # a tap alone is not enough
+        await stack.send(pyotp.TOTP(secret).now())
+        added = await message_with(stack, r"^Watching cmd true as #1", after=card["message_id"])
+        assert "every 10s" in added["text"]
+        [monitor] = await stack.services.platform.monitors.all()
+        assert monitor.spec.kind is MonitorKind.CMD
+        await monitor_in(stack, "up")  # `true` exits 0, run without a shell
 
 
 async def monitor_in(stack, state: str, monitor_id: int = 1):
