@@ -61,11 +61,16 @@ async def serve_target(port: int) -> None:
         stamps.append((time.time(), int(request.match_info["n"]), agent))
         return web.Response(text="ok")
 
+    async def failing(request: web.Request) -> web.Response:
+        stamps.append((time.time(), -int(request.match_info["n"]), ""))  # down checks: n < 0
+        return web.Response(status=503, text="down")
+
     async def log(request: web.Request) -> web.Response:
         return web.json_response(stamps)
 
     app = web.Application()
     app.router.add_get("/m/{n:\\d+}", monitored)
+    app.router.add_get("/down/{n:\\d+}", failing)
     app.router.add_get("/log", log)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -207,7 +212,7 @@ def lateness(stamps, agent: str, ids: dict[int, int], interval: int, window) -> 
     ]
 
 
-async def bench(args, directory: Path) -> tuple[Side, Side, float]:
+async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
     target_port = free_port()
     target_url = f"http://127.0.0.1:{target_port}"
     data_dir = directory / ".aegis"
@@ -270,6 +275,12 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float]:
                 raise RuntimeError(f"{process.args[1:3]} exited with {process.returncode}")
         await asyncio.sleep(2)  # checks of slots just before the end arrive now
         stamps = await fetch_log(target_url)
+        seen = await cards_seen(args, config, target_url, data_dir, port)
+        crossed: dict[int, float] = {}  # the first (failing) check of each: it crosses
+        for at, n, _ in await fetch_log(target_url):
+            if n < 0:
+                crossed.setdefault(-n, at)
+        card_latency = [(seen[n] - at) * 1000 for n, at in crossed.items() if n in seen]
     finally:
         for process in reversed(processes):
             stop(process)
@@ -290,10 +301,39 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float]:
             redis_cpu,
         ),
         baseline_rss,
+        card_latency,
     )
 
 
-def report(args, baseline: Side, aegis: Side, baseline_rss: float) -> None:
+async def cards_seen(args, config: Path, target_url: str, data_dir: Path, port: int) -> dict:
+    """Add ``--cards`` monitors that fail at once (``fail_after: 1``) and note when each one's
+    card shows in the owner's chat at the emulator (read every 20 ms): n to the time seen."""
+    from aegis.botapi.endpoint import EMULATOR_PREFIX
+    from bot.config.secrets import SecretFiles
+    from emulator import DEFAULT_USER
+    from emulator.client import EmulatorClient
+
+    key = SecretFiles(data_dir).get_or_create("emulator-key", nbytes=18)
+    client = EmulatorClient(f"http://127.0.0.1:{port}{EMULATOR_PREFIX}", key)
+    chat = DEFAULT_USER["id"]
+    await client.send_message("/start")  # the owner's chat exists once they have written
+    lines = [
+        f"  d{n}:\n    http: {target_url}/down/{n}\n    every: 10s\n    fail_after: 1"
+        for n in range(1, args.cards + 1)
+    ]
+    config.write_text(config.read_text() + "\n".join(lines) + "\n")
+    seen: dict[int, float] = {}
+    deadline = time.monotonic() + 60
+    while len(seen) < args.cards and time.monotonic() < deadline:
+        for message in await client.messages(chat):
+            text = message.get("text") or ""
+            if message.get("from_bot") and text.startswith("🔴 d"):
+                seen.setdefault(int(text[3:].split(" ", 1)[0]), time.time())
+        await asyncio.sleep(0.02)
+    return seen
+
+
+def report(args, baseline: Side, aegis: Side, baseline_rss: float, cards: list) -> None:
     expected = args.monitors * args.seconds / args.interval
     heading(
         f"{args.monitors} http monitors every {args.interval} s, {args.seconds} s measured "
@@ -321,6 +361,12 @@ def report(args, baseline: Side, aegis: Side, baseline_rss: float) -> None:
     print(f"aegis RSS above idle: {aegis.extra_rss_mb:.1f} MB (target ≤ 40 MB)")
     print(f"aegis slot lateness p99: {p99:.0f} ms (target ≤ 1000 ms)")
     print(f"(the baseline process's whole RSS, for scale: {baseline_rss:.0f} MB)")
+    if cards:
+        print(
+            f"threshold crossed to card at the emulator, {len(cards)} of {args.cards} cards: "
+            f"p50 {percentile(cards, 0.5):.0f} ms, p99 {percentile(cards, 0.99):.0f} ms "
+            "(targets 1000 and 5000 ms)"
+        )
     print(
         f"aegis's CPU counts aegis up (web, worker, clock) and its embedded Redis "
         f"({aegis.redis_cpu_seconds:.2f} s of the {aegis.cpu_seconds:.2f} s)."
@@ -340,6 +386,9 @@ async def main() -> None:
     parser.add_argument(
         "--seconds", type=int, default=180, help="measured window after a warm-up of one interval"
     )
+    parser.add_argument(
+        "--cards", type=int, default=20, help="monitors that go down at the end, for card latency"
+    )
     parser.add_argument("--aegis-log", type=Path, help="keep aegis up's stderr in this file")
     parser.add_argument("--baseline-log", type=Path, help="keep the baseline's stderr here")
     args = parser.parse_args()
@@ -349,13 +398,13 @@ async def main() -> None:
         if args.aegis_log is None:
             args.aegis_log = Path(directory) / "aegis.log"
         try:
-            baseline, aegis, baseline_rss = await bench(args, Path(directory))
+            baseline, aegis, baseline_rss, cards = await bench(args, Path(directory))
         except Exception:
             log = Path(args.aegis_log)
             if log.exists():
                 print(f"aegis up's stderr:\n{log.read_text()[-4000:]}", file=sys.stderr)
             raise
-    report(args, baseline, aegis, baseline_rss)
+    report(args, baseline, aegis, baseline_rss, cards)
 
 
 if __name__ == "__main__":

@@ -264,3 +264,19 @@ async def test_a_decision_whose_worker_died_before_asking_for_delivery_is_delive
     await make_enqueue(stack.broker)("sweep_outbox")
     await asyncio.sleep(1)
     assert len(await cards_in_chat(stack)) == 1
+
+
+async def test_monitors_in_aegis_yaml_are_followed_without_a_restart(stack, target):
+    path = stack.settings.config_file
+    async with clock(stack):
+        path.write_text(AGENTS + f"monitors:\n  site:\n    http: {target['url']}\n    every: 30s\n")
+        monitor = await monitor_in(stack, "up")
+        assert (monitor.name, monitor.source, monitor.spec.interval_seconds) == ("site", "file", 30)
+        listing = await answer_to(stack, "/monitors", r"^Monitors \(1\):")
+        assert "#1 site · 🟢 up" in listing["text"] and "24h 100%" in listing["text"]
+        path.write_text(AGENTS)
+
+        async def gone():
+            return await stack.services.platform.monitors.all() == []
+
+        await eventually(gone, timeout=15)

@@ -205,3 +205,20 @@ async def test_after_downtime_each_monitor_is_checked_once_on_its_wall_clock_slo
         assert later < monitor.next_check_at <= later + monitor.spec.interval
         offset = (monitor.next_check_at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()
         assert offset % 60 == (monitor.id * 7919) % 60  # anchored: its phase, not the check time
+
+
+async def test_monitors_shows_a_monitor_not_checked_for_three_intervals_as_stale(monitors):
+    from bot.chat.views.monitors import monitors_view
+
+    line = await timeline(monitors)
+    await line.check(OK)
+    [monitor] = await monitors.all()
+    signer = CallbackSigner(b"k" * 32)
+    fresh, _ = monitors_view([monitor], {}, signer, T0 + timedelta(minutes=2))
+    stale, markup = monitors_view([monitor], {}, signer, T0 + timedelta(minutes=4))
+    assert "stale" not in fresh and "#1 site · 🟢 up · ⚠️ stale" in stale
+    assert [b["text"] for b in markup["inline_keyboard"][0]] == [
+        "Check #1",
+        "Pause #1",
+        "Remove #1",
+    ]
