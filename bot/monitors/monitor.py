@@ -196,6 +196,25 @@ class Monitor:
     flips: tuple[datetime, ...] = ()  # when a check disagreed with the one before (last hour)
     flapping_since: datetime | None = None
 
+    @classmethod
+    def from_row(cls, row: Any) -> Monitor:
+        return cls(
+            id=row.id,
+            spec=MonitorSpec.from_json(row.spec),
+            source=row.source,
+            paused=row.paused,
+            counters=Counters(MonitorState(row.state), row.failures, row.successes),
+            next_check_at=row.next_check_at,
+            last_check_at=row.last_check_at,
+            last_ok=row.last_ok,
+            last_latency_ms=row.last_latency_ms,
+            last_error=row.last_error,
+            state_since=row.state_since,
+            created_at=row.created_at,
+            flips=tuple(datetime.fromisoformat(flip) for flip in row.flips or ()),
+            flapping_since=row.flapping_since,
+        )
+
     @property
     def name(self) -> str:
         return self.spec.name

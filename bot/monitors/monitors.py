@@ -1,38 +1,32 @@
-"""Monitors: the rows, their slots, and what each check's result changes.
+"""Monitors: the rows, what declares them (chat, aegis.yaml, an agent), their slots, and what
+the owner's buttons do to them.
 
-The clock claims each due slot (a compare-and-set on ``next_check_at``) and enqueues one check
-per monitor; a worker probes and hands the result to ``record``, which in one transaction judges
-it (bot/monitors/monitor.py), moves the counters with a compare-and-set (two checks of one
-monitor racing cannot both open or both close an incident), and opens, reminds or closes the
-incident with its messages in the outbox (bot/monitors/incidents.py).
+The clock claims the slots due within a second (``enqueue_due``, rows read locked so a second
+clock by mistake claims none twice) and sends them to the workers with their specs; a worker
+probes and hands the results to ``record_many``, which bot/monitors/checks.py carries out:
+the verdict (bot/monitors/monitor.py), and the incident it opens, reminds about or closes
+(bot/monitors/incidents.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import delete, func, insert, select, update
 
 from bot.chat.views import monitors as views
 from bot.errors import MonitorRefused
-from bot.monitors.incident import FLAP_LIMIT, FLAP_WINDOW, STABLE_AFTER, IncidentKind
+from bot.monitors.checks import MOVE_MANY, Check, Checks, subjects
 from bot.monitors.incidents import Asked, Incidents
 from bot.monitors.monitor import (
-    Change,
     CheckResult,
-    Counters,
     Monitor,
     MonitorSpec,
     MonitorState,
-    Verdict,
-    judge,
     next_slot,
 )
 from bot.store.database import Store
@@ -42,11 +36,8 @@ from bot.timeutil import now
 logger = logging.getLogger(__name__)
 CHAT, FILE = "chat", "file"
 Enqueue = Callable[..., Awaitable[None]]
-Check = tuple[int, CheckResult, datetime]  # a monitor's id, what its check found, and when
 CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
 LOOKAHEAD = timedelta(seconds=1)  # slots claimed this long before they are due
-# Many rows moved at once (executemany): its SET is the parameters' keys but the id.
-QUIET_MOVE = update(monitors).where(monitors.c.id == bindparam("monitor_id"))
 
 
 @dataclass
@@ -61,20 +52,11 @@ class Reconciled:
         return bool(self.added or self.updated or self.removed)
 
 
-@dataclass(frozen=True)
-class Flapping:
-    """Whether this check starts or ends a stretch of flapping."""
-
-    since: datetime | None
-    starts: bool = False
-    ends: bool = False
-    changes: int = 0  # within the last hour
-
-
 class Monitors:
     def __init__(self, store: Store, incidents: Incidents) -> None:
         self.store = store
         self.incidents = incidents
+        self.checks = Checks(store, incidents)
 
     # Declaring
 
@@ -158,7 +140,7 @@ class Monitors:
 
     async def _remove_in(self, conn, monitor: Monitor, asked: Asked) -> None:
         moment = now()
-        for subject in _subjects(monitor.id):
+        for subject in subjects(monitor.id):
             incident = await self.incidents.open_for_in(conn, subject)
             if incident is not None:
                 await self.incidents.close_in(conn, incident, "no longer watched", moment, asked)
@@ -190,7 +172,7 @@ class Monitors:
                 moves.append({"monitor_id": monitor_id, "next_check_at": following})
                 claimed.append([monitor_id, slot.isoformat(), spec])
             if moves:
-                await conn.execute(QUIET_MOVE, moves)
+                await conn.execute(MOVE_MANY, moves)
         for start in range(0, len(claimed), CHECKS_PER_MESSAGE):
             await enqueue("check_monitors", claimed[start : start + CHECKS_PER_MESSAGE])
         return len(claimed)
@@ -217,122 +199,13 @@ class Monitors:
     ) -> dict[str, int]:
         """Judge one check and act on it; returns the job's summary of what changed."""
         check = (monitor_id, result, moment or now())
-        return await self.record_many([check], chat_id=chat_id, agents=agents)
+        return await self.checks.record([check], chat_id=chat_id, agents=agents)
 
     async def record_many(
         self, checks: list[Check], *, chat_id: int | None, agents: tuple[str, ...] = ()
     ) -> dict[str, int]:
-        """Judge many checks, one transaction a round (a monitor checked twice in the batch is
-        judged again in the next round, on what the first check left)."""
-        summary: Counter[str] = Counter()
-        asked: Asked = []
-        while checks:
-            first, checks = _first_of_each(checks)
-            async with self.store.write() as conn:
-                await self._record_in(conn, first, chat_id, agents, asked, summary)
-        await self.incidents.deliver(asked)
-        return dict(summary)
-
-    async def _record_in(self, conn, checks, chat_id, agents, asked, summary) -> None:
-        """The rows are read locked (FOR UPDATE on Postgres; SQLite has one writer), so two
-        checks of one monitor racing are judged one after the other, never on the same
-        counters: one opens the incident, the other finds it open."""
-        query = select(monitors).where(monitors.c.id.in_([check[0] for check in checks]))
-        rows = await conn.execute(query.with_for_update())
-        current = {row.id: _from_row(row) for row in rows.all()}
-        quiet: list[dict[str, Any]] = []
-        hours: Counter[tuple[int, datetime, str]] = Counter()
-        for monitor_id, result, moment in checks:
-            monitor = current.get(monitor_id)
-            if monitor is None or monitor.paused:
-                summary["checks_dropped"] += 1
-                continue
-            verdict = judge(monitor.spec, monitor.counters, result)
-            flips = _flips(monitor, result.ok, moment)
-            flapping = _flapping(monitor, flips, moment)
-            if flapping.ends:
-                flips = []  # what came before the calm no longer counts towards the next
-            values = _moved(monitor, verdict, flips, flapping, result, moment)
-            hours[(monitor_id, _hour(moment), "checks")] += 1
-            hours[(monitor_id, _hour(moment), "ups")] += int(result.ok)
-            summary["checks_ok" if result.ok else "checks_failed"] += 1
-            if _quiet(verdict, flapping):  # most checks: nothing to tell anyone
-                quiet.append({"monitor_id": monitor_id, **values})
-                continue
-            await conn.execute(update(monitors).where(monitors.c.id == monitor_id).values(**values))
-            summary.update(
-                await self._alert_in(
-                    conn, monitor, verdict, flapping, result, chat_id, agents, moment, asked
-                )
-            )
-        if quiet:
-            await conn.execute(QUIET_MOVE, quiet)
-        await self._count_in(conn, hours)
-
-    async def _alert_in(
-        self, conn, monitor, verdict, flapping, result, chat_id, agents, moment, asked
-    ) -> dict[str, int]:
-        summary: dict[str, int] = {}
-        if chat_id is None:
-            return {"alerts_without_owner_chat": int(verdict.change is not Change.NONE)}
-        down_subject, flap_subject = _subjects(monitor.id)
-        down = await self.incidents.open_for_in(conn, down_subject)
-        opener = _Opener(self.incidents, conn, monitor, chat_id, agents, moment, asked)
-        if flapping.starts:
-            if down is not None:
-                await self.incidents.close_in(conn, down, "now flapping", moment, asked)
-            await opener.flapping(flapping.changes, result.error)
-            return {**summary, "flapping_started": 1}
-        if flapping.ends:
-            flap = await self.incidents.open_for_in(conn, flap_subject)
-            state = verdict.counters.state
-            if flap is not None:
-                await self.incidents.close_in(conn, flap, f"stable again, {state}", moment, asked)
-            if state is MonitorState.DOWN:
-                await opener.down(result.error)
-            return {**summary, "flapping_ended": 1}
-        if flapping.since is not None:
-            return summary  # one card while it flaps
-        return {**summary, **await self._down_or_up_in(conn, down, verdict, result, opener)}
-
-    async def _down_or_up_in(self, conn, down, verdict, result, opener) -> dict[str, int]:
-        moment, asked, monitor = opener.moment, opener.asked, opener.monitor
-        if verdict.change is Change.RECOVERED:
-            if down is None:
-                return {}
-            note = views.recovered_note(down.opened_at, moment)
-            closed = await self.incidents.close_in(conn, down, note, moment, asked)
-            return {"incidents_closed": int(closed)}
-        if verdict.counters.state is not MonitorState.DOWN:
-            return {}
-        if down is None:  # went down now (or its incident was closed by flapping)
-            opened = await opener.down(result.error)
-            return {"incidents_opened": int(opened)}
-        if result.error:
-            await self.incidents.note_error_in(conn, down, result.error)
-        text = views.still_down(down, moment, after_restart=down.restart_notice)
-        reminded = await self.incidents.remind_in(
-            conn, down, monitor.spec.remind_every, text, moment, asked
-        )
-        return {"reminders_sent": int(reminded)}
-
-    async def _count_in(self, conn, hours: Counter) -> None:
-        rows: dict[tuple[int, datetime], dict[str, Any]] = {}
-        for (monitor_id, hour, counted), count in hours.items():
-            row = rows.setdefault((monitor_id, hour), {"monitor_id": monitor_id, "hour": hour})
-            row[counted] = count
-        if not rows:
-            return
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        statement = dialect.insert(monitor_hours)
-        statement = statement.on_conflict_do_update(
-            index_elements=["monitor_id", "hour"],
-            set_={
-                "checks": monitor_hours.c.checks + statement.excluded.checks,
-                "ups": monitor_hours.c.ups + statement.excluded.ups,
-            },
-        )
-        await conn.execute(statement, list(rows.values()))
+        """Judge many checks (bot/monitors/checks.py); returns what they changed."""
+        return await self.checks.record(checks, chat_id=chat_id, agents=agents)
 
     # Reading
 
@@ -366,16 +239,16 @@ class Monitors:
 
     async def _all_in(self, conn) -> list[Monitor]:
         rows = await conn.execute(select(monitors).order_by(monitors.c.id))
-        return [_from_row(row) for row in rows.all()]
+        return [Monitor.from_row(row) for row in rows.all()]
 
     async def _get_in(self, conn, monitor_id: int) -> Monitor | None:
         row = (await conn.execute(select(monitors).where(monitors.c.id == monitor_id))).first()
-        return _from_row(row) if row else None
+        return Monitor.from_row(row) if row else None
 
     async def _by_identity_in(self, conn, spec: MonitorSpec) -> Monitor | None:
         query = select(monitors).where(monitors.c.identity_hash == spec.identity_hash)
         row = (await conn.execute(query)).first()
-        return _from_row(row) if row else None
+        return Monitor.from_row(row) if row else None
 
     async def _free_name_in(self, conn, name: str, *, renumber: bool) -> str:
         taken = set((await conn.execute(select(monitors.c.name))).scalars())
@@ -387,116 +260,6 @@ class Monitors:
         while f"{name[:56]}-{number}" in taken:
             number += 1
         return f"{name[:56]}-{number}"
-
-
-@dataclass
-class _Opener:
-    """Opens this monitor's incidents with what every one of them needs."""
-
-    incidents: Incidents
-    conn: AsyncConnection
-    monitor: Monitor
-    chat_id: int
-    agents: tuple[str, ...]
-    moment: datetime
-    asked: Asked
-
-    async def down(self, error: str | None) -> bool:
-        opened = await self.incidents.open_in(
-            self.conn,
-            subject=f"monitor:{self.monitor.id}",
-            kind=IncidentKind.DOWN,
-            chat_id=self.chat_id,
-            title=f"{self.monitor.name} is down",
-            detail=error,
-            moment=self.moment,
-            asked=self.asked,
-            monitor_id=self.monitor.id,
-            agents=self.agents,
-            remind_every=self.monitor.spec.remind_every,
-        )
-        return opened is not None
-
-    async def flapping(self, changes: int, error: str | None) -> bool:
-        detail = f"{changes} changes in the last hour"
-        opened = await self.incidents.open_in(
-            self.conn,
-            subject=f"flapping:{self.monitor.id}",
-            kind=IncidentKind.FLAPPING,
-            chat_id=self.chat_id,
-            title=f"{self.monitor.name} is flapping",
-            detail=f"{detail}; last error: {error}" if error else detail,
-            moment=self.moment,
-            asked=self.asked,
-            monitor_id=self.monitor.id,
-            agents=self.agents,
-        )
-        return opened is not None
-
-
-def _moved(monitor, verdict: Verdict, flips, flapping: Flapping, result, moment) -> dict:
-    """The row after this check."""
-    return {
-        "state": verdict.counters.state,
-        "failures": verdict.counters.failures,
-        "successes": verdict.counters.successes,
-        "flips": [flip.isoformat() for flip in flips],
-        "flapping_since": flapping.since,
-        "last_check_at": moment,
-        "last_ok": result.ok,
-        "last_latency_ms": result.latency_ms,
-        "last_error": result.error if not result.ok else monitor.last_error,
-        "state_since": moment if verdict.change is not Change.NONE else monitor.state_since,
-    }
-
-
-def _quiet(verdict: Verdict, flapping: Flapping) -> bool:
-    """A check that changes nothing anyone is told about: no verdict, no flapping begun or
-    ended, and not down (a down monitor's checks may owe a reminder)."""
-    return (
-        verdict.change is Change.NONE
-        and not (flapping.starts or flapping.ends)
-        and verdict.counters.state is not MonitorState.DOWN
-    )
-
-
-def _first_of_each(checks: list[Check]) -> tuple[list[Check], list[Check]]:
-    """The first check of each monitor, and the rest for the next round."""
-    seen: set[int] = set()
-    first, rest = [], []
-    for check in checks:
-        (rest if check[0] in seen else first).append(check)
-        seen.add(check[0])
-    return first, rest
-
-
-def _hour(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
-
-
-def _subjects(monitor_id: int) -> tuple[str, str]:
-    return f"monitor:{monitor_id}", f"flapping:{monitor_id}"
-
-
-def _flips(monitor: Monitor, ok: bool, moment: datetime) -> list[datetime]:
-    """When a check disagreed with the one before, over the last hour, this one included."""
-    recent = [flip for flip in monitor.flips if moment - flip < FLAP_WINDOW]
-    if monitor.last_ok is not None and monitor.last_ok != ok:
-        recent.append(moment)
-    return recent
-
-
-def _flapping(monitor: Monitor, flips: list[datetime], moment: datetime) -> Flapping:
-    """More than ``FLAP_LIMIT`` disagreements within the hour start it; none for
-    ``STABLE_AFTER`` ends it."""
-    since = monitor.flapping_since
-    if since is None:
-        if len(flips) > FLAP_LIMIT:
-            return Flapping(moment, starts=True, changes=len(flips))
-        return Flapping(None)
-    if not flips or moment - flips[-1] >= STABLE_AFTER:
-        return Flapping(None, ends=True)
-    return Flapping(since)
 
 
 def _new_row(spec: MonitorSpec, source: str, moment: datetime) -> dict[str, Any]:
@@ -514,22 +277,3 @@ def _new_row(spec: MonitorSpec, source: str, moment: datetime) -> dict[str, Any]
         "next_check_at": moment,  # checked at once: you see at once that it works
         "created_at": moment,
     }
-
-
-def _from_row(row: Any) -> Monitor:
-    return Monitor(
-        id=row.id,
-        spec=MonitorSpec.from_json(row.spec),
-        source=row.source,
-        paused=row.paused,
-        counters=Counters(MonitorState(row.state), row.failures, row.successes),
-        next_check_at=row.next_check_at,
-        last_check_at=row.last_check_at,
-        last_ok=row.last_ok,
-        last_latency_ms=row.last_latency_ms,
-        last_error=row.last_error,
-        state_since=row.state_since,
-        created_at=row.created_at,
-        flips=tuple(datetime.fromisoformat(flip) for flip in row.flips or ()),
-        flapping_since=row.flapping_since,
-    )

@@ -1,2 +1,1 @@
-"""What keeps the platform going: job runs, heartbeats and schedules.
-"""
+"""What keeps the platform going: job runs, heartbeats and schedules."""

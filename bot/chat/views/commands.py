@@ -125,7 +125,7 @@ COMMANDS = (
         "watch",
         "Watch a site, a port, a certificate or a command",
         WATCH,
-        "watch it: a URL, tcp host:port, cert host:443 warn 14d, or cmd \"a command\"",
+        'watch it: a URL, tcp host:port, cert host:443 warn 14d, or cmd "a command"',
         "https://example.org every 1m",
     ),
     Command(
