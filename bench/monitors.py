@@ -11,12 +11,17 @@ same time and against the same target:
   of bot/monitors/monitor.py);
 - aegis: ``aegis up`` in emulator mode on a fresh data dir, whose aegis.yaml starts empty (idle
   RSS is sampled then) and is then given the N monitors, ``every: <interval>``; the clock
-  reconciles them and enqueues one ``check_monitor`` per due slot.
+  reconciles them, claims the slots due within a second and sends them to the worker, which
+  waits for each slot and probes.
 
 After a warm-up of one interval, both are measured over ``--seconds``: the checks the target saw,
 the CPU seconds (user + system) of each side's processes (aegis's with its embedded Redis), aegis's
 RSS above its idle RSS, and each check's lateness, its arrival minus its slot (the latest slot at or
 before the arrival). Numbers are only comparable within one run; the ratios are the result.
+
+Last, ``--cards`` monitors that fail from their first check (``fail_after: 1``) are added, and the
+owner's chat at the emulator is read every 20 ms: the time from each one's first (failing) check
+at the target to its incident card in the chat is the threshold-to-card latency.
 """
 
 from __future__ import annotations
