@@ -20,14 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bot.chat.views import monitors as views
 from bot.monitors.incident import FLAP_LIMIT, FLAP_WINDOW, STABLE_AFTER, IncidentKind
 from bot.monitors.incidents import Asked, Incidents
-from bot.monitors.monitor import (
-    Change,
-    CheckResult,
-    Monitor,
-    MonitorState,
-    Verdict,
-    judge,
-)
+from bot.monitors.monitor import Change, CheckResult, Monitor, MonitorState, Verdict, judge
 from bot.store.database import Store
 from bot.store.tables import monitor_hours, monitors
 
@@ -180,34 +173,29 @@ class _Opener:
     asked: Asked
 
     async def down(self, error: str | None) -> bool:
-        opened = await self.incidents.open_in(
-            self.conn,
-            subject=f"monitor:{self.monitor.id}",
-            kind=IncidentKind.DOWN,
-            chat_id=self.chat_id,
-            title=f"{self.monitor.name} is down",
-            detail=error,
-            moment=self.moment,
-            asked=self.asked,
-            monitor_id=self.monitor.id,
-            agents=self.agents,
-            remind_every=self.monitor.spec.remind_every,
-        )
-        return opened is not None
+        title = f"{self.monitor.name} is down"
+        remind = self.monitor.spec.remind_every
+        return await self._open(IncidentKind.DOWN, title, error, remind_every=remind)
 
     async def flapping(self, changes: int, error: str | None) -> bool:
         detail = f"{changes} changes in the last hour"
+        detail = f"{detail}; last error: {error}" if error else detail
+        return await self._open(IncidentKind.FLAPPING, f"{self.monitor.name} is flapping", detail)
+
+    async def _open(self, kind: IncidentKind, title: str, detail, remind_every=None) -> bool:
+        down, flapping = subjects(self.monitor.id)
         opened = await self.incidents.open_in(
             self.conn,
-            subject=f"flapping:{self.monitor.id}",
-            kind=IncidentKind.FLAPPING,
+            subject=down if kind is IncidentKind.DOWN else flapping,
+            kind=kind,
             chat_id=self.chat_id,
-            title=f"{self.monitor.name} is flapping",
-            detail=f"{detail}; last error: {error}" if error else detail,
+            title=title,
+            detail=detail,
             moment=self.moment,
             asked=self.asked,
             monitor_id=self.monitor.id,
             agents=self.agents,
+            remind_every=remind_every,
         )
         return opened is not None
 

@@ -114,17 +114,23 @@ async def run_bounded(argv: list[str], workdir: Path, *, seconds: float) -> Fini
     return Finished(process.returncode, output.text(), timed_out, output.cut_bytes)
 
 
+async def start(argv: list[str], workdir: Path) -> asyncio.subprocess.Process:
+    """A program (never a shell) in its own process group, stopped as one, with a clean
+    environment, no input, and its output and errors on one pipe; OSError if it cannot start."""
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=workdir,
+        env=clean_environment(workdir),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
 async def _spawn(argv: list[str], workdir: Path) -> asyncio.subprocess.Process:
     try:
-        return await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=workdir,
-            env=clean_environment(workdir),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own process group, stopped as one
-        )
+        return await start(argv, workdir)
     except OSError as exc:
         raise ToolRefused(f"{argv[0]!r} could not be started: {exc.strerror}") from None
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bot.monitors.monitor import CheckResult, MonitorSpec
-from bot.tools.processes import CappedOutput, clean_environment, kill_group
+from bot.tools.processes import CappedOutput, kill_group, start
 from jobs.probes import clip, elapsed_ms
 
 OUTPUT_KEEP = 32 * 1024  # of the head and as much of the tail: 64 KiB in all
@@ -101,16 +101,7 @@ async def _reaped(process: asyncio.subprocess.Process) -> None:
 
 
 async def _spawn(argv: list[str]) -> asyncio.subprocess.Process:
-    workdir = Path.cwd()
-    return await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=workdir,
-        env=clean_environment(workdir),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group, killed as one
-    )
+    return await start(argv, Path.cwd())  # its own process group, killed as one
 
 
 async def _read(stream: asyncio.StreamReader, output: CappedOutput) -> None:
