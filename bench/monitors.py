@@ -19,9 +19,10 @@ the CPU seconds (user + system) of each side's processes (aegis's with its embed
 RSS above its idle RSS, and each check's lateness, its arrival minus its slot (the latest slot at or
 before the arrival). Numbers are only comparable within one run; the ratios are the result.
 
-Last, ``--cards`` monitors that fail from their first check (``fail_after: 1``) are added, and the
-owner's chat at the emulator is read every 20 ms: the time from each one's first (failing) check
-at the target to its incident card in the chat is the threshold-to-card latency.
+Last, ``--cards`` monitors that fail from their first check (``fail_after: 1``) are added, one
+every 2 s, and the owner's chat at the emulator is read every 20 ms: the time from each one's
+first (failing) check at the target to its incident card in the chat is the threshold-to-card
+latency.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ BASELINE_AGENT = "bench-baseline"
 AEGIS_AGENT = "aegis-monitor"  # jobs/probes/http.py's User-Agent
 SETTLE_SECONDS = 5.0  # after /healthz answers, before the idle figures
 IDLE_SECONDS = 10.0  # idle CPU is measured over this; idle RSS at its end
+CARD_GAP_SECONDS = 2.0  # between the monitors added to go down, for the card latency
 
 
 # The target and the baseline: this script run again in a process of its own ---------------------
@@ -311,8 +313,10 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
 
 
 async def cards_seen(args, config: Path, target_url: str, data_dir: Path, port: int) -> dict:
-    """Add ``--cards`` monitors that fail at once (``fail_after: 1``) and note when each one's
-    card shows in the owner's chat at the emulator (read every 20 ms): n to the time seen."""
+    """Add ``--cards`` monitors that fail at once (``fail_after: 1``), one every 2 s (Telegram
+    lets a bot send one message a second to a chat, and so does aegis: a burst of cards would
+    measure that limit), and note when each one's card shows in the owner's chat at the
+    emulator, read every 20 ms: n to the time seen."""
     from aegis.botapi.endpoint import EMULATOR_PREFIX
     from bot.config.secrets import SecretFiles
     from emulator import DEFAULT_USER
@@ -320,21 +324,26 @@ async def cards_seen(args, config: Path, target_url: str, data_dir: Path, port: 
 
     key = SecretFiles(data_dir).get_or_create("emulator-key", nbytes=18)
     client = EmulatorClient(f"http://127.0.0.1:{port}{EMULATOR_PREFIX}", key)
-    chat = DEFAULT_USER["id"]
     await client.send_message("/start")  # the owner's chat exists once they have written
-    lines = [
-        f"  d{n}:\n    http: {target_url}/down/{n}\n    every: 10s\n    fail_after: 1"
-        for n in range(1, args.cards + 1)
-    ]
-    config.write_text(config.read_text() + "\n".join(lines) + "\n")
+
+    async def add_one_by_one() -> None:
+        for n in range(1, args.cards + 1):
+            monitor = (
+                f"  d{n}:\n    http: {target_url}/down/{n}\n    every: 60s\n    fail_after: 1\n"
+            )
+            config.write_text(config.read_text() + monitor)
+            await asyncio.sleep(CARD_GAP_SECONDS)
+
+    adding = asyncio.create_task(add_one_by_one())
     seen: dict[int, float] = {}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + args.cards * CARD_GAP_SECONDS + 60
     while len(seen) < args.cards and time.monotonic() < deadline:
-        for message in await client.messages(chat):
+        for message in await client.messages(DEFAULT_USER["id"]):
             text = message.get("text") or ""
             if message.get("from_bot") and text.startswith("🔴 d"):
                 seen.setdefault(int(text[3:].split(" ", 1)[0]), time.time())
         await asyncio.sleep(0.02)
+    await adding
     return seen
 
 
