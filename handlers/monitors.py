@@ -117,7 +117,9 @@ async def _monitor_tap(svc: Services, monitor_id: int, choice: str) -> str:
     monitors = svc.platform.monitors
     if choice == "check":
         monitor = await monitors.check_now(monitor_id)
-        verb = "checked within a second" if monitor and not monitor.paused else "paused"
+        verb = "is paused: resume it to check it"
+        if monitor is not None and not monitor.paused:
+            verb = "checked within a second"
     elif choice in ("pause", "resume"):
         monitor = await monitors.pause(monitor_id, choice == "pause")
         verb = "paused" if choice == "pause" else "resumed and checked now"
