@@ -257,7 +257,8 @@ def default_name(kind: MonitorKind, target: str) -> str:
     """A name from what is watched: the URL's host and path, the address, the program."""
     if kind is MonitorKind.HTTP:
         parts = urlsplit(target)
-        base = (parts.hostname or "site") + parts.path.rstrip("/")
+        port = f":{parts.port}" if parts.port else ""
+        base = (parts.hostname or "site") + port + parts.path.rstrip("/")
     elif kind is MonitorKind.CMD:
         base = shlex.split(target)[0].rsplit("/", 1)[-1]
     else:

@@ -87,6 +87,11 @@ async def clock(stack):
         await asyncio.wait_for(task, timeout=10)
 
 
+def name(target) -> str:
+    """The name /watch gives the target's URL: its host, port and path."""
+    return target["url"].removeprefix("http://")
+
+
 async def answer_to(stack, text: str, pattern: str) -> dict:
     sent = await stack.send(text)
     return await message_with(stack, pattern, after=sent["message_id"])
@@ -101,7 +106,7 @@ async def test_watch_a_site_go_down_ack_and_recover_on_one_card(stack, target):
         watch = f"/watch {target['url']} every 10s fail 1 recover 1"
         added = await answer_to(stack, watch, r"^Watching ")
         assert re.match(
-            r"Watching http://127\.0\.0\.1:\d+/health as #1 127\.0\.0\.1/health", added["text"]
+            r"Watching http://127\.0\.0\.1:\d+/health as #1 127\.0\.0\.1:\d+/health", added["text"]
         )
         again = await answer_to(stack, watch, r"^Already watched as #1 ")
         assert "/monitors" in again["text"]
@@ -112,10 +117,10 @@ async def test_watch_a_site_go_down_ack_and_recover_on_one_card(stack, target):
 
         target["healthy"] = False
         assert (
-            await tap(stack, listing, "Check #1") == "#1 127.0.0.1/health checked within a second."
+            await tap(stack, listing, "Check #1") == f"#1 {name(target)} checked within a second."
         )
         card = await message_with(
-            stack, r"^🔴 127\.0\.0\.1/health is down", after=listing["message_id"]
+            stack, r"^🔴 127\.0\.0\.1:\d+/health is down", after=listing["message_id"]
         )
         assert "Last error: status 503, expected 200–399" in card["text"]
         assert list(buttons(card)) == ["Ack", "Silence 1h", "Silence 1d", "Run medic"]
@@ -136,7 +141,7 @@ async def test_watch_a_site_go_down_ack_and_recover_on_one_card(stack, target):
 
         target["healthy"] = True
         await tap(stack, listing, "Check #1")
-        recovered = await eventually(lambda: edited(r"^🟢 127\.0\.0\.1/health recovered after"))
+        recovered = await eventually(lambda: edited(r"^🟢 127\.0\.0\.1:\d+/health recovered after"))
         assert buttons(recovered) == {}
         # One incident, one card: nothing else was sent about it.
         about = [
@@ -152,7 +157,9 @@ async def test_run_an_agent_from_the_incident_card(stack, target):
         card = await message_with(stack, r"is down")
         answer = await tap(stack, card, "Run medic")
         assert answer == "medic is on it; its run asks before it changes anything."
-        result = await message_with(stack, r"Looking into it: 127\.0\.0\.1/health is down since")
+        result = await message_with(
+            stack, r"Looking into it: 127\.0\.0\.1:\d+/health is down since"
+        )
         assert "Find out why" in result["text"]
 
 
@@ -240,7 +247,7 @@ async def test_telegram_down_across_five_changes_delivers_all_in_order_none_doub
         "recovered",
         "recovered",
     ]
-    assert first_lines[2].startswith("🔴 127.0.0.1/health is down")
+    assert first_lines[2].startswith(f"🔴 {name(target)} is down")
     ids = [m["message_id"] for m in shown]
     assert ids == sorted(ids)  # in the order they happened
 

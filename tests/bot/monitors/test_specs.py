@@ -25,6 +25,11 @@ def test_a_url_with_options_becomes_an_http_monitor():
     assert spec.remind_every_seconds == 4 * 3600
 
 
+def test_a_default_name_keeps_a_port_apart():
+    assert parse_watch("http://127.0.0.1:8080/").name == "127.0.0.1:8080"
+    assert parse_watch("https://example.org/a/b/").name == "example.org/a/b"
+
+
 def test_tcp_cert_and_cmd_read_as_their_kinds():
     assert parse_watch("tcp db.internal:5432 every 30s").target == "db.internal:5432"
     cert = parse_watch("cert example.org warn 14d")
