@@ -23,6 +23,7 @@ from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec
 from bot.monitors.monitors import Monitors
 from bot.store.tables import outbox
 from bot.timeutil import now
+from emulator import EmulatorState
 from jobs.enqueue import make_enqueue
 from tests.helpers.runs import buttons, message_with, tap
 from tests.helpers.stack import OWNER_CHAT, eventually, free_port, make_settings, running_stack
@@ -287,3 +288,34 @@ async def test_monitors_in_aegis_yaml_are_followed_without_a_restart(stack, targ
             return await stack.services.platform.monitors.all() == []
 
         await eventually(gone, timeout=15)
+
+
+async def test_every_process_restarted_mid_incident_owes_exactly_one_still_down(
+    tmp_path, database_url, redis_server_url, redis_namespace, target
+):
+    """Web, worker and clock stopped while a monitor is down, then started again on the same
+    database and Redis (the emulated Telegram keeps its chats, as the real one would)."""
+    settings = make_settings(tmp_path / "data", database_url, redis_server_url)
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(AGENTS, encoding="utf-8")
+    telegram = EmulatorState()
+    target["healthy"] = False
+    async with running_stack(settings, namespace=redis_namespace, emulator_state=telegram) as first:
+        await first.ask("/start")
+        async with clock(first):
+            await answer_to(first, f"/watch {target['url']} every 10s fail 1", "^Watching")
+            card = await message_with(first, r"is down")
+    async with running_stack(settings, namespace=redis_namespace, emulator_state=telegram) as again:
+        async with clock(again):
+            for _ in range(3):  # three more failing checks after the restart
+                checks = target["hits"]
+                await again.services.platform.monitors.check_now(1)
+                await eventually(lambda hits=checks: target["hits"] > hits, timeout=15)
+            notice = await message_with(again, r"^🔴 Still down", after=card["message_id"])
+            await asyncio.sleep(1)  # what the last check would have sent has been sent
+        texts = [m["text"] for m in await again.bot_messages(after=card["message_id"])]
+    assert "(aegis restarted meanwhile)" in notice["text"]
+    assert [text for text in texts if text.startswith("🔴")] == [notice["text"]]
+    [incident] = await again.services.platform.monitors.incidents.open_ones()
+    assert incident.reminders == 1 and not incident.restart_notice
+    assert incident.next_remind_at == incident.opened_at + timedelta(hours=4)  # the original
