@@ -51,7 +51,7 @@ async def check(spec: MonitorSpec) -> CheckResult:
         except TimeoutError:
             return CheckResult.down(_too_slow(spec), elapsed_ms(started))
         except Exception:
-            logger.exception("the %s probe failed on %s", spec.kind, spec.target)
+            logger.exception("the %s probe failed on %s", spec.kind, spec.what())
             return CheckResult.down("the check itself failed (the log has why)")
 
 

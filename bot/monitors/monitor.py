@@ -15,6 +15,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 MIN_INTERVAL = 10
 DEFAULT_INTERVAL = 60
@@ -97,13 +98,22 @@ class MonitorSpec:
         return timedelta(seconds=self.remind_every_seconds)
 
     def what(self) -> str:
-        """The watch in a few words, as chat shows it."""
+        """The watch in a few words, as chat and the log show it: a password in a URL is not
+        shown (the URL's user name is)."""
         return {
-            MonitorKind.HTTP: self.target,
+            MonitorKind.HTTP: _without_password(self.target),
             MonitorKind.TCP: f"tcp {self.target}",
             MonitorKind.CERT: f"cert {self.target}",
             MonitorKind.CMD: f"cmd {self.target}",
         }[self.kind]
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.netloc.rsplit('@', 1)[1]}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass(frozen=True)

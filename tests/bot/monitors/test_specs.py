@@ -30,6 +30,13 @@ def test_a_default_name_keeps_a_port_apart():
     assert parse_watch("https://example.org/a/b/").name == "example.org/a/b"
 
 
+def test_a_password_in_a_url_is_never_shown():
+    spec = parse_watch("https://ops:s3cret@example.org/health")
+    assert spec.target == "https://ops:s3cret@example.org/health"  # the probe needs it
+    assert spec.what() == "https://ops:***@example.org/health"
+    assert spec.name == "example.org/health"
+
+
 def test_tcp_cert_and_cmd_read_as_their_kinds():
     assert parse_watch("tcp db.internal:5432 every 30s").target == "db.internal:5432"
     cert = parse_watch("cert example.org warn 14d")
