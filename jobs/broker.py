@@ -26,7 +26,7 @@ class _SummariesAreRecorded(logging.Filter):
 
 
 logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_SummariesAreRecorded())
-QUEUES = ("default", "outbox", "runs", "monitors")
+QUEUES = ("default", "outbox", "runs")
 _configured: RedisBroker | None = None
 
 

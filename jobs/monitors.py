@@ -39,7 +39,9 @@ RECORD_EVERY = 0.5
 MAX_EARLY = 5.0  # a slot further ahead than this (clocks apart) is checked then, not later
 
 
-@dramatiq.actor(queue_name="monitors", max_retries=0)
+# On the default queue: it only starts the checks, and a queue of its own would add two more
+# consumers polling Redis ten times a second each, for ever (aegis/processes.py).
+@dramatiq.actor(queue_name="default", max_retries=0)
 async def check_monitors(due: list) -> dict:
     """Start the checks of these slots (``[monitor id, slot, spec]`` each) and return."""
     platform = (await resources()).platform
