@@ -48,7 +48,7 @@ from aegis.embedded_redis import EmbeddedRedis
 from bot.monitors.monitor import phase_of
 
 BASELINE_AGENT = "bench-baseline"
-AEGIS_AGENT = "aegis-monitor"  # jobs/probes/http.py's User-Agent
+AEGIS_AGENT = "aegis-monitor"  # jobs/monitors/probes/http.py's User-Agent
 SETTLE_SECONDS = 5.0  # after /healthz answers, before the idle figures
 IDLE_SECONDS = 10.0  # idle CPU is measured over this; idle RSS at its end
 CARD_GAP_SECONDS = 2.0  # between the monitors added to go down, for the card latency

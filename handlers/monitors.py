@@ -3,7 +3,7 @@ bot/monitors/'s, the words bot/chat/views/monitors.py's.
 
 A command monitor runs a program on this server at every check, so ``/watch cmd …`` asks on an
 approval card that needs a code, like any irreversible action; ``watch_approved``
-(jobs/monitors.py) adds it once the card is approved.
+(jobs/monitors/watches.py) adds it once the card is approved.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ ACTOR_MODULES = (
     "jobs.delegation",
     "jobs.schedules",
     "jobs.briefing",
-    "jobs.monitors",
+    "jobs.monitors.checks",
+    "jobs.monitors.watches",
 )
 
 

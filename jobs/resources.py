@@ -22,8 +22,8 @@ from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.store.database import Store
-from jobs import probe
 from jobs.enqueue import make_enqueue
+from jobs.monitors import probe
 from jobs.redis_client import loop_client
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from bot.agents.profiles import AgentProfile, Provider
 from bot.errors import RunRefused
 from bot.interactions.interaction import OPEN, Ask, Kind, TimeoutPolicy
 from bot.store.database import Store
-from bot.store.tables import UTCDateTime, interactions, model_calls
+from bot.store.tables import interactions, model_calls
+from bot.store.types import UTCDateTime
 from bot.timeutil import now, short_time
 
 OK = "ok"  # the status of a call that answered; anything else is a failure, in words

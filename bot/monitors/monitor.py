@@ -5,7 +5,7 @@ can be played against them with any clock.
 A monitor is UP or DOWN only after ``fail_after`` failures (or ``recover_after`` successes) in a
 row; until its first verdict it is PENDING. The counters live on the row, so a restart keeps
 them. The service that stores monitors is bot/monitors/monitors.py; the probes that check them
-are adapters (jobs/probe.py and jobs/probes/).
+are adapters (jobs/monitors/probe.py and jobs/monitors/probes/).
 """
 
 from __future__ import annotations

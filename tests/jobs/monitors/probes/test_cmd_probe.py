@@ -9,7 +9,7 @@ import shlex
 import sys
 
 from bot.monitors.monitor import MonitorKind, MonitorSpec
-from jobs import probe
+from jobs.monitors import probe
 from tests.helpers.cli_harness import gone
 from tests.helpers.stack import eventually
 

@@ -10,8 +10,8 @@ import socket
 import pytest
 
 from bot.monitors.monitor import MonitorKind, MonitorSpec
-from jobs import probe
-from jobs.probes import reason, split_host_port
+from jobs.monitors import probe
+from jobs.monitors.probes import reason, split_host_port
 
 
 def spec(target: str, **fields) -> MonitorSpec:

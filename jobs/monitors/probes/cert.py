@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from bot.monitors.monitor import CheckResult, MonitorSpec
 from bot.timeutil import now
-from jobs.probes import elapsed_ms, never_resolves, reason, split_host_port, ssl_context
+from jobs.monitors.probes import elapsed_ms, never_resolves, reason, split_host_port, ssl_context
 
 DEFAULT_PORT = 443
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bot.monitors.monitor import CheckResult, MonitorSpec
 from bot.tools.processes import CappedOutput, kill_group, start
-from jobs.probes import clip, elapsed_ms
+from jobs.monitors.probes import clip, elapsed_ms
 
 OUTPUT_KEEP = 32 * 1024  # of the head and as much of the tail: 64 KiB in all
 READ_CHUNK = 65_536

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from bot.monitors.monitor import CheckResult, MonitorSpec
-from jobs.probes import elapsed_ms, never_resolves, reason, split_host_port
+from jobs.monitors.probes import elapsed_ms, never_resolves, reason, split_host_port
 
 
 async def check(spec: MonitorSpec) -> CheckResult:

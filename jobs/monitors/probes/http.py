@@ -4,7 +4,7 @@ took, headers and body read.
 
 One aiohttp session per event loop holds the pool of connections (made inside the loop, closed
 by ``close()``). It keeps no cookies, so one monitor's never reach another's target, and its
-only limit in time is the probe's ceiling (jobs/probe.py).
+only limit in time is the probe's ceiling (jobs/monitors/probe.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import aiohttp
 from bot.errors import MonitorRefused
 from bot.monitors.monitor import CheckResult, MonitorSpec
 from bot.monitors.pattern import compile_pattern, matches
-from jobs.probes import PerLoop, clip, elapsed_ms, never_resolves, reason, ssl_context
+from jobs.monitors.probes import PerLoop, clip, elapsed_ms, never_resolves, reason, ssl_context
 
 MAX_REDIRECTS = 5
 BODY_CAP = 1024 * 1024
@@ -49,7 +49,7 @@ class _Resolver(aiohttp.ThreadedResolver):
 
 def _new_session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
-        # limit=0: no cap of the connector's own; jobs/probe.py bounds how many run at once
+        # limit=0: no cap of the connector's own; jobs/monitors/probe.py bounds how many run at once
         connector=aiohttp.TCPConnector(limit=0, resolver=_Resolver()),
         cookie_jar=aiohttp.DummyCookieJar(),
         headers={"User-Agent": USER_AGENT},

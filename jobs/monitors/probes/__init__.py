@@ -1,5 +1,5 @@
 """The probes, one module per kind of monitor (``http``, ``tcp``, ``cert``, ``cmd``), each an
-``async def check(spec) -> CheckResult``; jobs/probe.py is the interface that picks one and
+``async def check(spec) -> CheckResult``; jobs/monitors/probe.py is the interface that picks one and
 bounds it in time and in number.
 
 Shared here: the TLS context the probes trust, the words for what went wrong on the network, a

@@ -6,24 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import re
 import socket
 import ssl
 import struct
 import tracemalloc
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec
-from jobs import probe
+from jobs.monitors import probe
+from tests.helpers.tls import self_signed
 
 BIG_BODY = 50 * 1024 * 1024
 CHUNK = b"x" * 65_536
@@ -298,38 +293,6 @@ async def test_the_concurrency_bound_holds_probes_back():
         results = await asyncio.gather(*(probe.check(spec(f"{base}/barrier")) for _ in range(10)))
     assert all(result.ok for result in results)
     assert seen.peak == 5
-
-
-def self_signed(directory) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 signed by its own key, and the key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "aegis test")])
-    moment = datetime.now(UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(moment - timedelta(days=1))
-        .not_valid_after(moment + timedelta(days=30))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(cert_file), str(key_file)
 
 
 async def test_https_with_an_untrusted_certificate_is_down_until_it_is_trusted(tmp_path):

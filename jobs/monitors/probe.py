@@ -1,5 +1,5 @@
-"""Checking a monitor once: ``check(spec)`` runs the probe for its kind (jobs/probes/) under a
-hard ceiling of ``spec.timeout_seconds`` and at most ``concurrency`` probes at once in each
+"""Checking a monitor once: ``check(spec)`` runs the probe for its kind (probes/ beside this)
+under a hard ceiling of ``spec.timeout_seconds`` and at most ``concurrency`` probes at once in each
 event loop, and measures how long it took.
 
 It never raises for the target's fault: whatever went wrong is a DOWN result with the reason in
@@ -14,7 +14,7 @@ import logging
 import time
 
 from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec
-from jobs.probes import PerLoop, cert, cmd, elapsed_ms, http, set_ssl_context, tcp
+from jobs.monitors.probes import PerLoop, cert, cmd, elapsed_ms, http, set_ssl_context, tcp
 
 __all__ = ["DEFAULT_CONCURRENCY", "check", "close", "set_concurrency", "set_ssl_context"]
 

@@ -1,4 +1,4 @@
-"""Monitor checks and what follows a card about them.
+"""Monitor checks on the worker.
 
 The clock sends the slots due within a second in ``check_monitors`` messages (each slot with
 its monitor's spec). The actor starts every check on this worker's event loop as a task of its
@@ -21,14 +21,13 @@ from datetime import datetime
 import dramatiq
 
 from aegis.botapi.endpoint import owner_chats
-from bot.chat.views.monitors import already_watched, watching
-from bot.errors import AegisError, MonitorRefused
+from bot.errors import AegisError
 from bot.monitors.monitor import MonitorSpec
 from bot.monitors.monitors import Check
 from bot.timeutil import now
-from jobs import probe
 from jobs.broker import require_broker
-from jobs.probes import PerLoop
+from jobs.monitors import probe
+from jobs.monitors.probes import PerLoop
 from jobs.resources import resources
 
 require_broker()
@@ -99,24 +98,3 @@ async def _record(platform, checks: list[Check]) -> None:
 
 
 _batches = PerLoop(_Batch)
-
-
-# Retried: the monitor is keyed by its target, so a retry finds the one it made.
-@dramatiq.actor(queue_name="default", max_retries=5, min_backoff=1000)
-async def watch_approved(interaction_id: int) -> dict:
-    """The continuation of a command monitor's card: approved with a code, it is watched."""
-    platform = (await resources()).platform
-    card = await platform.interactions.claim_continuation(interaction_id)
-    if card is None:
-        return {"continuations_repeated": 1}
-    if card.outcome != "approved":
-        return {"watches_declined": 1}
-    try:
-        spec = MonitorSpec.from_json(card.args)
-        monitor, new = await platform.monitors.watch(spec)
-    except (MonitorRefused, TypeError, ValueError) as exc:
-        await platform.outbox.send(card.chat_id, f"Not watched: {exc}")
-        return {"watches_refused": 1}
-    text = watching(monitor) if new else already_watched(monitor)
-    await platform.outbox.send(card.chat_id, text, key=f"watch-approved:{interaction_id}")
-    return {"monitors_added": int(new)}
