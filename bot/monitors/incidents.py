@@ -9,6 +9,7 @@ checks opens one incident (``open_key`` is unique while it is open) and sends on
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
@@ -81,7 +82,7 @@ class Incidents:
             update(incidents).where(incidents.c.id == new_id).values(card_outbox_id=card)
         )
         asked.append(card)
-        return await self.get_in(conn, new_id)
+        return dataclasses.replace(incident, card_outbox_id=card)
 
     async def close_in(
         self, conn: AsyncConnection, incident: Incident, note: str, moment: datetime, asked: Asked

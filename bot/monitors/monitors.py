@@ -10,6 +10,7 @@ the verdict (bot/monitors/monitor.py), and the incident it opens, reminds about 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ class Monitors:
             if existing is not None:
                 return existing, False
             name = await self._free_name_in(conn, spec.name, renumber=source == CHAT)
-            spec = MonitorSpec.from_json({**spec.to_json(), "name": name})
+            spec = dataclasses.replace(spec, name=name)
             result = await conn.execute(
                 insert(monitors).values(**_new_row(spec, source, moment)).returning(monitors.c.id)
             )

@@ -22,7 +22,7 @@ from bot.agents.agent_run import ENDED, RunState
 from bot.agents.ledger import OK
 from bot.chat.outgoing import OutboxStatus
 from bot.interactions.interaction import OPEN
-from bot.monitors.incident import IncidentKind
+from bot.monitors.incident import Incident, IncidentKind
 from bot.monitors.incidents import Asked
 from bot.monitors.monitors import Monitors
 from bot.store.tables import (
@@ -106,12 +106,11 @@ class Watchdog:
             if monitor.is_stale(moment)
         ]
 
-    async def _open_in(self, conn) -> list:
-        query = select(incidents.c.id).where(
+    async def _open_in(self, conn) -> list[Incident]:
+        query = select(incidents).where(
             incidents.c.kind == IncidentKind.WATCHDOG, incidents.c.closed_at.is_(None)
         )
-        ids = (await conn.execute(query)).scalars().all()
-        return [await self.incidents.get_in(conn, incident_id) for incident_id in ids]
+        return [Incident.from_row(row) for row in (await conn.execute(query)).all()]
 
 
 async def _late_schedules(conn, moment: datetime) -> list[Finding]:
