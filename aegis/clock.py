@@ -32,7 +32,8 @@ async def run_clock(
     monitors: Monitors | None = None,
 ) -> None:
     """Tick until ``stop``; ``config`` is aegis.yaml as it changes (None: no file schedules),
-    ``monitors`` the monitors whose slots it enqueues (None: none)."""
+    ``monitors`` the monitors whose slots it enqueues, and the process watches whose looks it
+    enqueues (None: none)."""
     schedules = Schedules(store)
     heartbeats = Heartbeats(store)
     follow = FileSchedules(schedules, config, monitors)
@@ -52,6 +53,8 @@ async def run_clock(
         if monitors is not None:
             await _quietly(monitors.enqueue_due(enqueue))
             waits.append(await _quietly(monitors.seconds_until_next(ceiling=1.0)))
+            await _quietly(monitors.processes.enqueue_due(enqueue))
+            waits.append(await _quietly(monitors.processes.seconds_until_next(ceiling=1.0)))
         wait = min((w for w in waits if w is not None), default=1.0)
         try:
             await asyncio.wait_for(stop.wait(), timeout=max(wait, 0.05))

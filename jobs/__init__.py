@@ -19,6 +19,7 @@ ACTOR_MODULES = (
     "jobs.briefing",
     "jobs.monitors.checks",
     "jobs.monitors.watches",
+    "jobs.monitors.processes",
 )
 
 

@@ -32,7 +32,7 @@ from bot.chat.views.runs import progress_text
 from bot.errors import BrokerError, HarnessFailed, Parked, RunLost
 from jobs import running
 from jobs.broker import require_broker
-from jobs.harness import RunContext
+from jobs.harness import RESUME, WATCHED, RunContext
 from jobs.harnesses import harness_for
 from jobs.resources import resources
 
@@ -51,10 +51,14 @@ LOST = object()  # the watch's answer when the run is no longer this holder's
 # Not retried by Dramatiq: a run is taken up again by sweep_runs, from its checkpoint. The
 # actor only claims the run and hands it to a task on the worker's loop (jobs/running.py).
 @dramatiq.actor(queue_name="runs", max_retries=0)
-async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
+async def run_agent(
+    run_id: int, interaction_id: int | None = None, watch_id: int | None = None
+) -> dict:
     platform = (await resources()).platform
     stale_after = timedelta(seconds=platform.settings.run_heartbeat_timeout)
     settled = None
+    if watch_id is not None:
+        return await _after_watch(platform, run_id, watch_id, stale_after)
     if interaction_id is not None:
         settled = await platform.interactions.get(interaction_id)
         if settled is None or settled.is_open:
@@ -78,11 +82,24 @@ async def run_agent(run_id: int, interaction_id: int | None = None) -> dict:
     return {"runs_started": 1}
 
 
+async def _after_watch(platform, run_id: int, watch_id: int, stale_after: timedelta) -> dict:
+    """A process watch the run is parked on ended: the run goes on with its outcome."""
+    watch = await platform.monitors.processes.get(watch_id)
+    if watch is None or not watch.status.is_over:
+        return {"continuations_too_early": 1}
+    run = await platform.runs.claim(run_id, stale_after=stale_after, watched=watch_id)
+    if run is None:
+        return {"runs_already_held": 1}
+    running.carry(run, Runner(platform, run, None, watched=watch).go())
+    return {"runs_started": 1}
+
+
 class Runner:
-    def __init__(self, platform, run: AgentRun, settled) -> None:
+    def __init__(self, platform, run: AgentRun, settled, *, watched=None) -> None:
         self.platform = platform
         self.run = run
         self.settled = settled
+        self.watched = watched  # the process watch this stretch continues from
         self.last_edit_text = ""
         self.last_edit_at = 0.0
 
@@ -109,6 +126,12 @@ class Runner:
             on_step=self._step,
         )
         ctx.state = state
+        if self.watched is not None:
+            # Saved before the harness starts: a worker that dies now leaves a run that goes
+            # on with the outcome, never one that forgot it.
+            state[WATCHED] = self.watched.id
+            state[RESUME] = self.watched.outcome
+            await ctx.checkpoint(f"continuing after process watch #{self.watched.id}")
         if self.run.cancel_requested:  # cancelled while parked or handed back: no more work
             return await self._end(ctx, RunState.CANCELLED, error=CANCELLED_BY_OWNER)
         await self._show(self.run, force=True)
@@ -140,7 +163,40 @@ class Runner:
             logger.exception("run %s of %s failed", self.run.id, agent.slug)
             return await self._end(ctx, RunState.FAILED, error=f"{type(exc).__name__}: {exc}")
         ctx.state.pop("continued_from", None)
+        ctx.state.pop(RESUME, None)
+        owed = await self.platform.monitors.processes.owed_to(
+            self.run.id, after=ctx.state.get(WATCHED, 0)
+        )
+        if owed is not None:  # it asked aegis to watch a process: it goes on when that ends
+            return await self._park_on_watch(ctx, owed)
         return await self._end(ctx, RunState.COMPLETED, result=str(result))
+
+    async def _park_on_watch(self, ctx: RunContext, watch) -> dict:
+        parked = await self.platform.runs.park(
+            self.run,
+            None,
+            watch_id=watch.id,
+            state=ctx.state,
+            effects=dict(ctx.effects),
+            step=watch.waiting_step(),
+        )
+        if parked is None:
+            return await self._not_parked(ctx)
+        current = await self.platform.monitors.processes.get(watch.id)
+        if current is not None and current.status.is_over:
+            # Ended before this run parked on it: its wake-up found no run to wake.
+            await self._enqueue("run_agent", parked.id, None, watch.id)
+        return await self._ended(parked)
+
+    async def _not_parked(self, ctx: RunContext) -> dict:
+        current = await self.platform.runs.get(self.run.id)
+        if (
+            current is not None
+            and current.cancel_requested
+            and current.attempts == self.run.attempts
+        ):
+            return await self._end(ctx, RunState.CANCELLED, error=CANCELLED_BY_OWNER)
+        return {"runs_lost": 1}
 
     async def _park(self, ctx: RunContext, interaction_id: int) -> dict:
         ctx.state.pop("continued_from", None)
@@ -152,14 +208,7 @@ class Runner:
             step=f"waiting on card #{interaction_id}",
         )
         if parked is None:
-            current = await self.platform.runs.get(self.run.id)
-            if (
-                current is not None
-                and current.cancel_requested
-                and current.attempts == self.run.attempts
-            ):
-                return await self._end(ctx, RunState.CANCELLED, error=CANCELLED_BY_OWNER)
-            return {"runs_lost": 1}
+            return await self._not_parked(ctx)
         card = await self.platform.interactions.get(interaction_id)
         if card is not None and not card.is_open:
             # Settled before this run parked on it (a shared card, a quick tap): the wake-up
@@ -281,7 +330,8 @@ async def _stop(work: asyncio.Task) -> None:
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def sweep_runs(schedule: str = "") -> dict:
     """Enqueue again every run nobody is working on (a killed worker, a lost message), and
-    wake every run still parked on a card settled a while ago (a lost wake-up), and finish
+    wake every run still parked on a card settled (or a process watch ended) a while ago (a
+    lost wake-up), and finish
     telling the end of runs whose worker died right after they ended."""
     platform = (await resources()).platform
     stale_after = timedelta(seconds=platform.settings.run_heartbeat_timeout)
@@ -291,11 +341,14 @@ async def sweep_runs(schedule: str = "") -> dict:
     asleep = await platform.runs.parked_on_settled_cards(settled_for=stale_after)
     for run_id, card in asleep:
         await asyncio.to_thread(run_agent.send, run_id, card)
+    watched = await platform.runs.parked_on_ended_watches(ended_for=stale_after)
+    for run_id, watch in watched:
+        await asyncio.to_thread(run_agent.send, run_id, None, watch)
     untold = await platform.runs.ended_untold(ended_for=stale_after)
     for run in untold:
         await tell_end(platform, run)
     return {
         "runs_taken_up": len(adrift),
-        "parked_runs_woken": len(asleep),
+        "parked_runs_woken": len(asleep) + len(watched),
         "run_ends_told": len(untold),
     }

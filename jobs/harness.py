@@ -28,6 +28,8 @@ from bot.interactions.interaction import Interaction, InteractionOutcome
 from bot.timeutil import now
 
 CONTINUE_ACTOR = "run_agent"
+WATCHED = "watched"  # state: the last process watch whose outcome the run was given
+RESUME = "resume"  # state: that outcome, for the harness to give its agent (then dropped)
 
 
 class Harness(Protocol):
@@ -57,6 +59,12 @@ class RunContext:
     @property
     def request(self) -> str:
         return self.run.request
+
+    @property
+    def resumed_with(self) -> str | None:
+        """The outcome of the process watch this stretch continues after, if it does: what the
+        harness tells its agent before it goes on (jobs/agent_runs.py sets it)."""
+        return self.state.get(RESUME)
 
     def remaining(self) -> float:
         """Seconds left before the run's deadline, read from the clock now."""

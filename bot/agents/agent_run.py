@@ -52,7 +52,7 @@ class AgentRun:
     effects: dict[str, int]
     result: str | None
     error: str | None
-    waiting_on: int | None
+    waiting_on: int | None  # the card a parked run waits for
     progress_outbox_id: int | None
     deadline_seconds: int
     deadline_at: datetime | None
@@ -62,6 +62,7 @@ class AgentRun:
     started_at: datetime | None
     heartbeat_at: datetime | None
     finished_at: datetime | None
+    watching: int | None = None  # or the process watch it waits for
 
     @classmethod
     def from_row(cls, row: Any) -> AgentRun:
@@ -70,6 +71,12 @@ class AgentRun:
         values["origin"] = RunOrigin(values["origin"])
         values["status"] = RunState(values["status"])
         return cls(**values)
+
+    def waits_for(self) -> str:
+        """What a parked run waits for, in words: "you on card #4", "process watch #2"."""
+        if self.watching is not None:
+            return f"process watch #{self.watching}"
+        return f"you on card #{self.waiting_on}"
 
     def elapsed(self, moment: datetime | None = None) -> timedelta:
         if self.started_at is None:

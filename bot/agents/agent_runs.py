@@ -1,9 +1,10 @@
 """Agent runs: one row per run of an agent, from its request to a clear end.
 
 A run is ``queued`` when asked for, ``running`` while a worker holds it (and beats its
-heartbeat), ``parked`` while it waits for a card, and ends ``completed``, ``failed``,
-``timed_out`` or ``cancelled``. Every move is one compare-and-set on ``status``, so two workers
-(a redelivered message, the stale-run sweep) never both hold a run: the first claim wins.
+heartbeat), ``parked`` while it waits for a card (or a process it asked aegis to watch), and
+ends ``completed``, ``failed``, ``timed_out`` or ``cancelled``. Every move is one
+compare-and-set on ``status``, so two workers (a redelivered message, the stale-run sweep)
+never both hold a run: the first claim wins.
 
 The row carries the harness's own state (jobs/harness.py), saved at each step, so a run that
 was parked, or whose worker died, continues where it stopped instead of starting again.
@@ -23,7 +24,7 @@ from bot.chat.outbox import Outbox
 from bot.errors import RunLost
 from bot.interactions.interaction import OPEN
 from bot.store.database import Store
-from bot.store.tables import agent_runs, interactions, outbox
+from bot.store.tables import agent_runs, interactions, outbox, process_watches
 from bot.timeutil import now
 
 
@@ -104,16 +105,26 @@ class AgentRuns:
         return await self.get(run_id), True
 
     async def claim(
-        self, run_id: int, *, stale_after: timedelta, continuing: int | None = None
+        self,
+        run_id: int,
+        *,
+        stale_after: timedelta,
+        continuing: int | None = None,
+        watched: int | None = None,
     ) -> AgentRun | None:
         """Take the run for this worker: a queued run, a running one whose worker stopped
-        beating for ``stale_after``, or (``continuing``) a run parked on that interaction.
-        None when someone else holds it or it is over."""
+        beating for ``stale_after``, or a run parked on that interaction (``continuing``) or
+        that process watch (``watched``). None when someone else holds it or it is over."""
         moment = now()
-        fresh_stretch = {"deadline_at": None, "waiting_on": None}  # the deadline starts now
+        # the deadline starts now
+        fresh_stretch = {"deadline_at": None, "waiting_on": None, "watching": None}
         if continuing is not None:
             condition = and_(
                 agent_runs.c.status == RunState.PARKED, agent_runs.c.waiting_on == continuing
+            )
+        elif watched is not None:
+            condition = and_(
+                agent_runs.c.status == RunState.PARKED, agent_runs.c.watching == watched
             )
         else:
             condition = or_(
@@ -139,7 +150,7 @@ class AgentRuns:
             run = AgentRun.from_row(
                 (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
             )
-            if run.deadline_at is None or continuing is not None:
+            if run.deadline_at is None or continuing is not None or watched is not None:
                 # A new stretch of work (first start, or back from a card) gets the whole
                 # deadline; a run taken over from a dead worker keeps the one it had.
                 fresh_stretch["deadline_at"] = moment + timedelta(seconds=run.deadline_seconds)
@@ -180,10 +191,18 @@ class AgentRuns:
             raise RunLost(f"run #{run.id} is no longer held by attempt {run.attempts}")
 
     async def park(
-        self, run: AgentRun, interaction_id: int, *, state: dict, effects: dict, step: str
+        self,
+        run: AgentRun,
+        interaction_id: int | None,
+        *,
+        state: dict,
+        effects: dict,
+        step: str,
+        watch_id: int | None = None,
     ) -> AgentRun | None:
-        """Wait for a card; None when the holder lost the run or a cancel was asked for (a
-        cancelled run must not wake up and make the call once the card is approved)."""
+        """Wait for a card (or a process watch, ``watch_id``); None when the holder lost the
+        run or a cancel was asked for (a cancelled run must not wake up and make the call
+        once the card is approved)."""
         return await self._move(
             run,
             RunState.PARKED,
@@ -192,7 +211,25 @@ class AgentRuns:
             effects=effects,
             step=step[:200],
             waiting_on=interaction_id,
+            watching=watch_id,
         )
+
+    async def show_waiting(self, run_id: int, watch_id: int, step: str) -> AgentRun | None:
+        """A parked run's step, as the process watch it waits on goes (its progress)."""
+        async with self.store.write() as conn:
+            moved = await conn.execute(
+                update(agent_runs)
+                .where(
+                    agent_runs.c.id == run_id,
+                    agent_runs.c.status == RunState.PARKED,
+                    agent_runs.c.watching == watch_id,
+                )
+                .values(step=step[:200])
+            )
+            if moved.rowcount != 1:
+                return None
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+        return AgentRun.from_row(row)
 
     async def finish(
         self,
@@ -330,6 +367,22 @@ class AgentRuns:
         )
         async with self.store.read() as conn:
             return [(row.id, row.waiting_on) for row in (await conn.execute(query)).all()]
+
+    async def parked_on_ended_watches(self, *, ended_for: timedelta) -> list[tuple[int, int]]:
+        """(run, watch) for runs still parked on a process watch that ended ``ended_for``
+        ago: their wake-up was lost."""
+        query = (
+            select(agent_runs.c.id, agent_runs.c.watching)
+            .join(process_watches, process_watches.c.id == agent_runs.c.watching)
+            .where(
+                agent_runs.c.status == RunState.PARKED,
+                process_watches.c.ended_at < now() - ended_for,
+            )
+            .order_by(agent_runs.c.id)
+            .limit(100)
+        )
+        async with self.store.read() as conn:
+            return [(row.id, row.watching) for row in (await conn.execute(query)).all()]
 
     async def ended_untold(self, *, ended_for: timedelta, within: timedelta = timedelta(days=1)):
         """Runs that ended (``ended_for`` ago, within the last ``within``) but whose last word

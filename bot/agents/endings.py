@@ -29,7 +29,7 @@ async def settle_task(tasks: Tasks, run: AgentRun) -> None:
             await tasks.close(run.task_id, Closed.DONE)
             return
         if run.status is RunState.PARKED:
-            why = f"Run #{run.id} by {run.agent} waits for you on card #{run.waiting_on}."
+            why = f"Run #{run.id} by {run.agent} waits for {run.waits_for()}."
         else:
             why = f"Run #{run.id} by {run.agent} {ended_how(run)}: {run.error}"
         await tasks.comment(run.task_id, why, agent=run.agent)

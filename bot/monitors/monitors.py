@@ -30,6 +30,7 @@ from bot.monitors.monitor import (
     MonitorState,
     next_slot,
 )
+from bot.monitors.process_watches import ProcessWatches
 from bot.store.database import Store
 from bot.store.tables import monitor_hours, monitors
 from bot.timeutil import now
@@ -58,6 +59,7 @@ class Monitors:
         self.store = store
         self.incidents = incidents
         self.checks = Checks(store, incidents)
+        self.processes = ProcessWatches(store)  # long processes watched for agents' runs
 
     # Declaring
 

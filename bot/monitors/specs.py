@@ -42,6 +42,14 @@ from bot.monitors.monitor import (
     MonitorKind,
     MonitorSpec,
 )
+from bot.monitors.process_watch import (
+    DEFAULT_EVERY,
+    MAX_DEADLINE,
+    MAX_EVERY,
+    MIN_DEADLINE,
+    MIN_EVERY,
+    ProcessWatchSpec,
+)
 
 NAME = re.compile(r"^[\w][\w.:/@-]{0,59}\Z")
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\Z")
@@ -161,6 +169,34 @@ def build(kind: MonitorKind, target: str, options: dict[str, Any]) -> MonitorSpe
     return _kind_options(spec, options)
 
 
+def process_watch(options: dict[str, Any]) -> ProcessWatchSpec:
+    """An agent's ``monitors.watch_process`` arguments, checked field by field."""
+    if "done" not in options:
+        raise MonitorRefused("done", "give the command that exits 0 once the process is done")
+    done = _command(_text("done", options["done"]), field="done")
+    commands = {
+        key: _command(_text(key, options[key]), field=key)
+        for key in ("fail", "progress")
+        if options.get(key) is not None
+    }
+    every = _seconds("every", options.get("every", DEFAULT_EVERY), MIN_EVERY, MAX_EVERY)
+    timeout = _seconds("timeout", options.get("timeout", 10), 0.1, MAX_TIMEOUT, whole=False)
+    if timeout > every:
+        raise MonitorRefused("timeout", f"must not be longer than the interval ({every} s)")
+    if "deadline" not in options:
+        raise MonitorRefused("deadline", "say how long to watch at most, such as 30m or 2h")
+    deadline = _seconds("deadline", options["deadline"], MIN_DEADLINE, MAX_DEADLINE)
+    return ProcessWatchSpec(
+        name=_name(options.get("name"), MonitorKind.CMD, done),
+        done=done,
+        fail=commands.get("fail"),
+        progress=commands.get("progress"),
+        every_seconds=int(every),
+        timeout_seconds=timeout,
+        deadline_seconds=int(deadline),
+    )
+
+
 def _kind_options(spec: MonitorSpec, options: dict[str, Any]) -> MonitorSpec:
     allowed = {
         MonitorKind.HTTP: {"status", "contains", "matches", "latency"},
@@ -226,13 +262,13 @@ def _host_port(default_port: int | None) -> Callable[[str], str]:
     return check
 
 
-def _command(text: str) -> str:
+def _command(text: str, *, field: str = "command") -> str:
     try:
         words = shlex.split(text)
     except ValueError:
-        raise MonitorRefused("command", "a quote is not closed") from None
+        raise MonitorRefused(field, "a quote is not closed") from None
     if not words or len(text) > 1000:
-        raise MonitorRefused("command", "give the command line in quotes (at most 1000 characters)")
+        raise MonitorRefused(field, "give the command line in quotes (at most 1000 characters)")
     return text
 
 

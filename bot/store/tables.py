@@ -309,6 +309,7 @@ agent_runs = Table(
     Column("result", Text),
     Column("error", Text),
     Column("waiting_on", Integer),  # the interaction a parked run waits for
+    Column("watching", Integer),  # or the process watch it waits for (process_watches)
     Column("progress_outbox_id", Integer),  # the message edited in place as the run goes
     Column("deadline_seconds", Integer, nullable=False),
     Column("deadline_at", UTCDateTime()),  # set when a stretch of work begins
@@ -438,4 +439,27 @@ incidents = Table(
     Column("card_outbox_id", Integer),  # the card, edited in place as the incident goes
     Index("ix_incidents_monitor", "monitor_id", "closed_at"),
     Index("ix_incidents_open", "closed_at", "next_remind_at"),
+)
+
+# Long processes an agent's run asked aegis to watch for it (bot/monitors/process_watches.py):
+# its commands, its deadline, what the last check saw, and how it ended; the run that asked
+# is parked on it (agent_runs.watching) and continued with the result.
+process_watches = Table(
+    "process_watches",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("agent", String(100), nullable=False),
+    Column("run_id", Integer, nullable=False),
+    Column("chat_id", BigInteger, nullable=False),
+    Column("spec", JSON, nullable=False),
+    Column("status", String(12), nullable=False),  # watching | passed | failed | timed_out …
+    Column("checks", Integer, nullable=False),
+    Column("progress", Text),  # the progress command's last line
+    Column("outcome", Text),  # what the agent is told, once it ended
+    Column("next_check_at", UTCDateTime(), nullable=False),
+    Column("deadline_at", UTCDateTime(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("ended_at", UTCDateTime()),
+    Index("ix_process_watches_due", "status", "next_check_at"),
+    Index("ix_process_watches_run", "run_id", "status"),
 )

@@ -320,6 +320,27 @@ MONITORS = (
         "Watch a command's exit code (and output), run on this server at every check.",
     ),
     ToolSpec(
+        "monitors.watch_process",
+        Effect.IRREVERSIBLE,
+        object_schema(
+            {
+                "done": {"type": "string", "minLength": 1, "maxLength": 1000},
+                "fail": {"type": "string", "minLength": 1, "maxLength": 1000},
+                "progress": {"type": "string", "minLength": 1, "maxLength": 1000},
+                "deadline": DURATION,
+                "name": WATCH_OPTIONS["name"],
+                "every": DURATION,
+                "timeout": DURATION,
+            },
+            "done",
+            "deadline",
+        ),
+        "Watch a long process for this run, then end your turn: aegis runs `done` (exit 0: it "
+        "passed), `fail` (exit 0: it failed) and `progress` (its last line is shown) on this "
+        "server every 30 s or `every`, and continues this run with the outcome when it passes, "
+        "fails or reaches `deadline` (such as 45m). Do not poll it yourself.",
+    ),
+    ToolSpec(
         "monitors.remove",
         Effect.WRITE,
         object_schema({"id": ROW_ID}, "id"),

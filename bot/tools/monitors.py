@@ -1,6 +1,8 @@
 """What aegis watches, as agents read and change it: ``monitors.list`` answers at once;
 ``monitors.watch`` and ``monitors.remove`` wait for the owner's tap, and
-``monitors.watch_command`` for a tap and a code (it runs a program here at every check).
+``monitors.watch_command`` for a tap and a code (it runs a program here at every check), and
+so does ``monitors.watch_process``, which watches a long process for the calling run and
+continues it with the outcome (bot/monitors/process_watch.py).
 
 What an agent asks is checked field by field like ``/watch`` (bot/monitors/specs.py); a refusal
 names the field. A monitor an agent made says so (``source``: ``agent:<slug>``).
@@ -58,10 +60,28 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
             raise ToolRefused(f"there is no monitor #{args['id']}")
         return {"removed": removed.id, "name": removed.name}
 
+    async def watch_process(args: dict, caller: Caller) -> dict:
+        try:
+            spec = specs.process_watch(args)
+            watch = await monitors.processes.start(
+                spec, agent=caller.agent, run_id=caller.run_id, chat_id=caller.chat_id
+            )
+        except MonitorRefused as exc:
+            raise ToolRefused(f"{exc.field}: {exc.problem}") from None
+        return {
+            "watch": watch.id,
+            "name": watch.name,
+            "every_seconds": spec.every_seconds,
+            "deadline": watch.deadline_at.isoformat(timespec="seconds"),
+            "next": "End your turn now. When the process passes, fails or reaches its deadline, "
+            "aegis continues this run with the outcome; do not check on it yourself.",
+        }
+
     return {
         "monitors.list": list_monitors,
         "monitors.watch": watch,
         "monitors.watch_command": watch_command,
+        "monitors.watch_process": watch_process,
         "monitors.remove": remove,
     }
 

@@ -23,6 +23,9 @@ calls the gate decides; it cannot write a file, run a shell command that writes,
 by itself. A project config that could widen this and that no flag can beat is refused.
 
 A CLI run is not resumed mid-way: a run taken over from a dead worker starts the CLI again.
+A run that asked aegis to watch a process for it (``monitors.watch_process``) ends its turn and
+is parked; when the process ends, the CLI's own session is resumed (each spec's
+``resume_args``) with the outcome as its next message.
 """
 
 from __future__ import annotations
@@ -47,7 +50,13 @@ from bot.errors import HarnessFailed
 from bot.tools.declarations import PROMPT_TOOL
 from jobs.harness import RunContext
 from jobs.harnesses.cli_process import CliProcess
-from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream, StreamReader
+from jobs.harnesses.cli_streams import (
+    SESSION_ID,
+    ClaudeStream,
+    CodexStream,
+    OpencodeStream,
+    StreamReader,
+)
 from jobs.harnesses.opencode_project import refuse_widening_config
 
 logger = logging.getLogger(__name__)
@@ -57,6 +66,7 @@ MCP_SERVER_NAME = "aegis"  # how each CLI names aegis's MCP server (Claude's too
 TOKEN_ENV = "AEGIS_MCP_TOKEN"  # noqa: S105
 TOKEN_SLACK = timedelta(minutes=1)  # a run's token outlives its deadline by this much
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
+CLI_SESSION = "cli_session"  # state: the CLI's own session id, to resume it after a watch
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,8 @@ class CliSpec:
     model_args: tuple[str, ...] = ()  # added when the agent names a model
     instructions_args: tuple[str, ...] = ()  # added when the agent has instructions
     mcp_args: tuple[str, ...] = ()
+    prompt_args: tuple[str, ...] = ()  # last on a new session's command line
+    resume_args: tuple[str, ...] = ()  # last when a session ({session}) is resumed instead
     config: Mapping[str, Any] | None = None  # written as JSON to {config_file}, mode 0600
     env: Mapping[str, str] = field(default_factory=dict)
     # Called with the workdir before anything is started; raises HarnessFailed to refuse it.
@@ -137,6 +149,7 @@ CLAUDE_CODE = CliSpec(
         "--permission-prompt-tool",
         f"mcp__{MCP_SERVER_NAME}__{PROMPT_TOOL}",
     ),
+    resume_args=("--resume", "{session}"),
     config={
         "mcpServers": {
             MCP_SERVER_NAME: {
@@ -184,8 +197,11 @@ CODEX = CliSpec(
         f"mcp_servers.{MCP_SERVER_NAME}.url={{mcp_url_toml}}",
         "-c",
         f'mcp_servers.{MCP_SERVER_NAME}.bearer_token_env_var="{TOKEN_ENV}"',
-        "-",
     ),
+    prompt_args=("-",),
+    # ``codex exec [OPTIONS] resume <SESSION_ID> -``: the options stay before the subcommand
+    # (codex-rs/exec/src/cli.rs); ``-`` reads the prompt from stdin there too.
+    resume_args=("resume", "{session}", "-"),
     env={TOKEN_ENV: "{token}"},
 )
 
@@ -238,6 +254,7 @@ OPENCODE = CliSpec(
     args=("run", "--format", "json"),
     reader=OpencodeStream,
     model_args=("--model", "{model}"),
+    resume_args=("--session", "{session}"),
     config={
         "$schema": "https://opencode.ai/config.json",
         "mcp": {
@@ -280,19 +297,41 @@ class CliHarness:
         wiring = self.wiring or await Wiring.of_this_worker()
         ttl = timedelta(seconds=max(ctx.remaining(), 0)) + TOKEN_SLACK
         token = await wiring.tokens.mint_for_run(ctx.agent.slug, ctx.run.id, ttl)
-        process = CliProcess(self.spec.name, self.spec.reader(), ctx, token)
+        session, prompt = _resuming(ctx)
+        process = CliProcess(self.spec.name, self.spec.reader(), ctx, token, prompt)
         started = time.monotonic()
         rundir = None
         try:
             rundir = Path(tempfile.mkdtemp(prefix=f"aegis-run-{ctx.run.id}-"))
             argv, env = _command(
-                self.spec, ctx.agent, rundir, wiring.mcp_port, token, private=wiring.data_dir
+                self.spec,
+                ctx.agent,
+                rundir,
+                wiring.mcp_port,
+                token,
+                private=wiring.data_dir,
+                session=session,
             )
             return await process.run([executable, *argv], workdir, env)
         finally:
+            if process.reader.session is not None:
+                ctx.state[CLI_SESSION] = process.reader.session
             if rundir is not None:
                 shutil.rmtree(rundir, ignore_errors=True)
             await _after(ctx, wiring, process, time.monotonic() - started)
+
+
+def _resuming(ctx: RunContext) -> tuple[str | None, str]:
+    """The session to resume and what the CLI reads on stdin. Back from a process it asked
+    aegis to watch, the CLI's own session goes on with the outcome as the next message; when
+    its stream never named a session, a new one starts with the request and the outcome."""
+    outcome = ctx.resumed_with
+    if not outcome:
+        return None, ctx.request
+    session = ctx.state.get(CLI_SESSION)
+    if isinstance(session, str) and SESSION_ID.match(session):
+        return session, outcome
+    return None, f"{ctx.request}\n\n{outcome}"
 
 
 @dataclass(frozen=True)
@@ -369,9 +408,11 @@ def _command(
     token: str,
     *,
     private: Path | None = None,
+    session: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The CLI's arguments and environment for this run; writes the files they name.
-    ``private``: a folder the CLI's own reading tools must not enter (aegis's data dir)."""
+    ``private``: a folder the CLI's own reading tools must not enter (aegis's data dir);
+    ``session``: the CLI's session to resume rather than start a new one."""
     mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
     values = {
         "claude_denied": ",".join((*CLAUDE_DENIED_TOOLS, *_claude_private_rules(private))),
@@ -382,6 +423,7 @@ def _command(
         "mcp_url": mcp_url,
         "mcp_url_toml": _toml_string(mcp_url),
         "config_file": str(rundir / "config.json"),
+        "session": session or "",
     }
     _write_private(rundir / "instructions.md", agent.instructions)
     if spec.config is not None:
@@ -392,7 +434,9 @@ def _command(
         argv += spec.model_args
     if agent.instructions.strip():
         argv += spec.instructions_args
-    argv = _fill(argv + list(spec.mcp_args), values)
+    argv += spec.mcp_args
+    argv += spec.resume_args if session else spec.prompt_args
+    argv = _fill(argv, values)
     if any(token in arg for arg in argv):  # a spec that would show the token to `ps`
         raise HarnessFailed(f"the {spec.name} command line would carry the MCP token; refused")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")}

@@ -78,10 +78,18 @@ def _dies_with_worker(command: list[str]) -> list[str]:
 class CliProcess:
     """One CLI process: started, read, stopped and reaped."""
 
-    def __init__(self, name: str, reader: StreamReader, ctx: RunContext, token: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        reader: StreamReader,
+        ctx: RunContext,
+        token: str,
+        prompt: str | None = None,
+    ) -> None:
         self.name = name  # the CLI's, for what the owner is told
         self.reader = reader
         self.ctx = ctx
+        self.prompt = ctx.request if prompt is None else prompt  # what it reads on stdin
         self.token = token  # only to keep it out of anything shown
         self.stdout_bytes = 0
         self.oversized = 0
@@ -156,7 +164,7 @@ class CliProcess:
 
     async def _feed(self, process: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            process.stdin.write(self.ctx.request.encode("utf-8"))
+            process.stdin.write(self.prompt.encode("utf-8"))
             await process.stdin.drain()
             process.stdin.close()
 

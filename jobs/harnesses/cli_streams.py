@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import abc
 import json
+import re
 from typing import Any
 
 STEP_CHARS = 80  # a progress step is one short line
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\Z")
 ERROR_CHARS = 500
 
 
@@ -45,6 +47,7 @@ class StreamReader(abc.ABC):
         self.result: str | None = None  # the answer, once the stream has given one
         self.failure: str | None = None  # the CLI's own account of why it failed
         self.last_text: str | None = None  # the last assistant text, if no result comes
+        self.session: str | None = None  # the CLI's session id, to resume it with
         self.events = 0
         self.malformed = 0
         self.tool_uses = 0
@@ -70,6 +73,12 @@ class StreamReader(abc.ABC):
         except (AttributeError, TypeError, ValueError):  # JSON, but not in the shape we know
             self.malformed += 1
             return []
+
+    def _session(self, value: Any) -> None:
+        """Keep the session id the stream names, if it looks like one: it goes on a later
+        command line, so anything that could read as a flag or hold odd characters is not kept."""
+        if isinstance(value, str) and SESSION_ID.match(value):
+            self.session = value
 
     @abc.abstractmethod
     def event(self, event: dict[str, Any]) -> list[str]:
@@ -97,6 +106,8 @@ class StreamReader(abc.ABC):
 class ClaudeStream(StreamReader):
     def event(self, event: dict[str, Any]) -> list[str]:
         kind = event.get("type")
+        if "session_id" in event:
+            self._session(event["session_id"])
         if kind == "system" and event.get("subtype") == "init":
             model = event.get("model")
             self.model = model if isinstance(model, str) else None
@@ -133,6 +144,8 @@ class CodexStream(StreamReader):
     def event(self, event: dict[str, Any]) -> list[str]:
         kind = event.get("type")
         item = event.get("item") or {}
+        if kind == "thread.started":
+            self._session(event.get("thread_id"))
         if kind == "item.started":
             return [self._started(item)]
         if kind == "item.completed":
@@ -182,6 +195,8 @@ class OpencodeStream(StreamReader):
     def event(self, event: dict[str, Any]) -> list[str]:
         kind = event.get("type")
         part = event.get("part") or {}
+        if "sessionID" in event:
+            self._session(event["sessionID"])
         if kind == "step_start":
             self.step_text = []
         elif kind == "text":

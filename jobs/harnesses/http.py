@@ -27,7 +27,7 @@ from bot.agents.ledger import OK, Ledger, provider_label
 from bot.agents.profiles import AgentProfile, Provider
 from bot.errors import HarnessFailed, NameClash, ProviderFailed
 from bot.tools.offer import offered, tool_text
-from jobs.harness import RunContext
+from jobs.harness import RESUME, RunContext
 from jobs.resources import resources
 from policies.tools import AgentSpec, Catalog
 
@@ -83,6 +83,9 @@ class HttpHarness:
             if ctx.agent.instructions.strip():
                 messages.append({"role": "system", "content": ctx.agent.instructions})
             messages.append({"role": "user", "content": ctx.request})
+        if ctx.resumed_with:  # back from a process it asked aegis to watch: it hears how it ended
+            messages.append({"role": "user", "content": ctx.state.pop(RESUME)})
+            await ctx.checkpoint()
         async with aiohttp.ClientSession() as session:
             while True:
                 last = messages[-1]

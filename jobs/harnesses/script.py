@@ -12,7 +12,7 @@ import asyncio
 from typing import Any
 
 from bot.agents.profiles import ScriptStep
-from jobs.harness import RunContext
+from jobs.harness import RESUME, RunContext
 
 
 class ScriptHarness:
@@ -30,6 +30,9 @@ class ScriptHarness:
                 said.append(line)
                 ctx.state.setdefault("log", []).append(line)
             ctx.state["step"] = index + 1
+            await ctx.checkpoint()
+        if ctx.resumed_with:  # back from a process it asked aegis to watch: its outcome
+            ctx.state.setdefault("log", list(said)).append(ctx.state.pop(RESUME))
             await ctx.checkpoint()
         log = ctx.state.get("log", said)
         return "\n".join(log) or "Done: every step ran."

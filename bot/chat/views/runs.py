@@ -34,7 +34,7 @@ def run_line(run: AgentRun) -> str:
     if run.status.is_over or run.status is RunState.PARKED:
         line += f"\n   changed: {run.effects_text()}"
     if run.status is RunState.PARKED:
-        line += f"; waiting on card #{run.waiting_on}"
+        line += f"; waiting for {run.waits_for()}"
     return line
 
 
@@ -79,7 +79,7 @@ def progress_text(run: AgentRun, moment: datetime | None = None) -> str:
         if run.error:
             lines.append(f"Why: {_clip(run.error, 500)}")
     elif run.status is RunState.PARKED:
-        lines.append(f"Waiting for you on card #{run.waiting_on}.")
+        lines.append(f"Waiting for {run.waits_for()}.")
     elif run.status is not RunState.QUEUED:
         lines.append("/cancel " + str(run.id) + " stops it.")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.monitors.monitor import CheckResult, MonitorSpec
@@ -30,20 +31,58 @@ REAP_WITHIN = 3.0  # past the ceiling, at most this long to kill and reap it
 
 
 async def check(spec: MonitorSpec) -> CheckResult:
-    try:
-        argv = shlex.split(spec.target)
-    except ValueError as exc:  # "No closing quotation"
-        return CheckResult.down(f"the command line cannot be read: {exc}")
-    if not argv:
-        return CheckResult.down("the command line is empty")
-    if shutil.which(argv[0]) is None:
-        return CheckResult.down(f"program not found: {argv[0]}")
+    argv, problem = _argv(spec.target)
+    if problem is not None:
+        return CheckResult.down(problem)
     started = time.perf_counter()
     try:
         code, output = await _run(argv)
-    except OSError as exc:  # found, yet not started: not executable, a bad interpreter line …
-        return CheckResult.down(f"{argv[0]} could not be started: {exc.strerror or exc}")
+    except OSError as exc:
+        return CheckResult.down(_not_started(argv, exc))
     return _judge(spec, code, output, elapsed_ms(started))
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A command run once under a ceiling: its exit code (None: stopped at the ceiling, or
+    never started), the last line it printed, and why it could not start at all."""
+
+    code: int | None
+    last_line: str
+    problem: str | None = None
+
+
+async def run(command: str, ceiling: float) -> Ran:
+    """Run a command line once, as ``check`` does, for what else watches commands (a process
+    watch, jobs/monitors/processes.py)."""
+    argv, problem = _argv(command)
+    if problem is not None:
+        return Ran(None, "", problem)
+    try:
+        async with asyncio.timeout(ceiling):
+            code, output = await _run(argv)
+    except TimeoutError:
+        return Ran(None, f"(did not finish within {ceiling:g} s)")
+    except OSError as exc:
+        return Ran(None, "", _not_started(argv, exc))
+    return Ran(code, _last_line((output.head + output.tail).decode("utf-8", errors="replace")))
+
+
+def _argv(command: str) -> tuple[list[str], str | None]:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:  # "No closing quotation"
+        return [], f"the command line cannot be read: {exc}"
+    if not argv:
+        return [], "the command line is empty"
+    if shutil.which(argv[0]) is None:
+        return [], f"program not found: {argv[0]}"
+    return argv, None
+
+
+def _not_started(argv: list[str], exc: OSError) -> str:
+    # found, yet not started: not executable, a bad interpreter line …
+    return f"{argv[0]} could not be started: {exc.strerror or exc}"
 
 
 async def _run(argv: list[str]) -> tuple[int, CappedOutput]:

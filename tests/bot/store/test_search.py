@@ -279,7 +279,7 @@ async def test_the_notes_of_0002_become_searchable_agent_notes(database_url):
                     },
                 ],
             )
-        assert await migrate.upgrade(store) == ["0003", "0004", "0005", "0006"]
+        assert await migrate.upgrade(store) == ["0003", "0004", "0005", "0006", "0007"]
         async with store.read() as conn:
             rows = (await conn.execute(select(notes).order_by(notes.c.id))).all()
         assert [(r.kind, r.agent, r.interaction_id, r.user_id) for r in rows] == [

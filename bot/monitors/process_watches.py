@@ -1,0 +1,216 @@
+"""Process watches: the rows (bot/monitors/process_watch.py), their looks and how they end.
+
+The clock claims the looks that are due (``enqueue_due``, rows read locked like the monitors'
+slots, so a second clock by mistake claims none twice) and sends one message per watch; a worker
+looks and hands what it found to ``record``. Ending a watch is a compare-and-set on its status,
+so two looks racing can end it once; the look that ended it wakes the run parked on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, insert, select, update
+
+from bot.errors import MonitorRefused
+from bot.monitors.process_watch import (
+    Look,
+    ProcessWatch,
+    ProcessWatchSpec,
+    WatchStatus,
+    ended,
+    outcome,
+)
+from bot.store.database import Store
+from bot.store.tables import process_watches
+from bot.timeutil import now
+
+logger = logging.getLogger(__name__)
+Enqueue = Callable[..., Awaitable[None]]
+CHECK_ACTOR = "check_process"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A look, recorded: the watch as it is now, and whether this look ended it."""
+
+    watch: ProcessWatch
+    ended_it: bool
+    progress_changed: bool
+
+
+class ProcessWatches:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def start(
+        self,
+        spec: ProcessWatchSpec,
+        *,
+        agent: str,
+        run_id: int | None,
+        chat_id: int,
+        moment: datetime | None = None,
+    ) -> ProcessWatch:
+        """Watch for a run, looked at once. A run waits on one watch at a time."""
+        if run_id is None:
+            raise MonitorRefused(
+                "run",
+                "only a run aegis started can be continued when the process ends; ask for the "
+                "watch from within a run (/run)",
+            )
+        moment = moment or now()
+        async with self.store.write() as conn:
+            busy = await conn.execute(
+                select(process_watches.c.id).where(
+                    process_watches.c.run_id == run_id,
+                    process_watches.c.status == WatchStatus.WATCHING,
+                )
+            )
+            other = busy.scalar_one_or_none()
+            if other is not None:
+                raise MonitorRefused(
+                    "run", f"run #{run_id} already waits on process watch #{other}; one at a time"
+                )
+            made = await conn.execute(
+                insert(process_watches)
+                .values(
+                    agent=agent,
+                    run_id=run_id,
+                    chat_id=chat_id,
+                    spec=spec.to_json(),
+                    status=WatchStatus.WATCHING,
+                    checks=0,
+                    next_check_at=moment,
+                    deadline_at=moment + timedelta(seconds=spec.deadline_seconds),
+                    created_at=moment,
+                )
+                .returning(process_watches.c.id)
+            )
+            return await self._get_in(conn, made.scalar_one())
+
+    # The clock's part
+
+    async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
+        """Claim every look that is due and enqueue it; returns how many."""
+        moment = moment or now()
+        claimed = []
+        async with self.store.write() as conn:
+            due = await conn.execute(
+                select(process_watches)
+                .where(
+                    process_watches.c.status == WatchStatus.WATCHING,
+                    process_watches.c.next_check_at <= moment,
+                )
+                .with_for_update()
+            )
+            for row in due.all():
+                watch = ProcessWatch.from_row(row)
+                await conn.execute(
+                    update(process_watches)
+                    .where(process_watches.c.id == watch.id)
+                    .values(next_check_at=watch.next_look(moment))
+                )
+                claimed.append(watch.id)
+        for watch_id in claimed:
+            await enqueue(CHECK_ACTOR, watch_id)
+        return len(claimed)
+
+    async def seconds_until_next(self, *, ceiling: float) -> float:
+        query = select(func.min(process_watches.c.next_check_at)).where(
+            process_watches.c.status == WatchStatus.WATCHING
+        )
+        async with self.store.read() as conn:
+            soonest = (await conn.execute(query)).scalar_one_or_none()
+        if soonest is None:
+            return ceiling
+        return max(0.0, min(ceiling, (soonest - now()).total_seconds()))
+
+    # A look's result
+
+    async def record(
+        self, watch_id: int, look: Look, moment: datetime | None = None
+    ) -> Recorded | None:
+        """What one look found; None when the watch is over already (another look ended it)."""
+        moment = moment or now()
+        async with self.store.write() as conn:
+            watch = await self._get_in(conn, watch_id)
+            if watch is None or watch.status.is_over:
+                return None
+            values: dict = {"checks": process_watches.c.checks + 1}
+            if look.progress is not None:
+                values["progress"] = look.progress
+            end = ended(watch, look, moment)
+            if end is not None:
+                values.update(status=end[0], outcome=end[1], ended_at=moment)
+            changed = await conn.execute(
+                update(process_watches)
+                .where(
+                    process_watches.c.id == watch_id,
+                    process_watches.c.status == WatchStatus.WATCHING,
+                )
+                .values(**values)
+            )
+            if changed.rowcount != 1:
+                return None
+            now_watch = await self._get_in(conn, watch_id)
+        return Recorded(
+            now_watch,
+            ended_it=end is not None,
+            progress_changed=look.progress is not None and look.progress != watch.progress,
+        )
+
+    async def abandon(self, watch_id: int) -> ProcessWatch | None:
+        """Its run ended meanwhile (cancelled): stop looking."""
+        return await self._end(watch_id, WatchStatus.ABANDONED, Look(WatchStatus.ABANDONED))
+
+    async def _end(self, watch_id: int, status: WatchStatus, look: Look) -> ProcessWatch | None:
+        moment = now()
+        async with self.store.write() as conn:
+            watch = await self._get_in(conn, watch_id)
+            if watch is None or watch.status.is_over:
+                return None
+            await conn.execute(
+                update(process_watches)
+                .where(
+                    process_watches.c.id == watch_id,
+                    process_watches.c.status == WatchStatus.WATCHING,
+                )
+                .values(
+                    status=status, outcome=outcome(watch, status, look, moment), ended_at=moment
+                )
+            )
+            return await self._get_in(conn, watch_id)
+
+    # Reading
+
+    async def get(self, watch_id: int) -> ProcessWatch | None:
+        async with self.store.read() as conn:
+            return await self._get_in(conn, watch_id)
+
+    async def owed_to(self, run_id: int, *, after: int = 0) -> ProcessWatch | None:
+        """The watch this run asked for and has not yet been continued with (the newest with
+        an id above ``after``, the last one it was given), whether it has ended or not."""
+        query = (
+            select(process_watches)
+            .where(process_watches.c.run_id == run_id, process_watches.c.id > after)
+            .order_by(process_watches.c.id.desc())
+            .limit(1)
+        )
+        async with self.store.read() as conn:
+            row = (await conn.execute(query)).first()
+        return ProcessWatch.from_row(row) if row else None
+
+    async def watching(self) -> list[ProcessWatch]:
+        query = select(process_watches).where(process_watches.c.status == WatchStatus.WATCHING)
+        async with self.store.read() as conn:
+            rows = (await conn.execute(query.order_by(process_watches.c.id))).all()
+        return [ProcessWatch.from_row(row) for row in rows]
+
+    async def _get_in(self, conn, watch_id: int) -> ProcessWatch | None:
+        query = select(process_watches).where(process_watches.c.id == watch_id)
+        row = (await conn.execute(query)).first()
+        return ProcessWatch.from_row(row) if row else None
