@@ -15,13 +15,16 @@ import dramatiq
 from aiohttp import web
 
 from aegis.botapi.endpoint import EMULATOR_PREFIX, emulator_key
+from aegis.clock import run_clock
 from aegis.web import WEB, create_web_app
+from bot.config.live import LiveConfig
 from bot.config.settings import Settings
 from bot.store import migrate
 from bot.store.database import Store
 from emulator import DEFAULT_USER, EmulatorState
 from emulator.client import EmulatorClient
 from jobs import load_actors
+from jobs.enqueue import make_enqueue
 
 OWNER_CHAT = DEFAULT_USER["id"]
 
@@ -133,6 +136,22 @@ async def running_stack(
                 await asyncio.to_thread(running.__exit__, None, None, None)
     finally:
         await store.close()
+
+
+@contextlib.asynccontextmanager
+async def running_clock(stack):
+    """The real clock over the stack's store and broker: schedules, monitors' slots, process
+    watches' looks, and aegis.yaml followed as it changes."""
+    stop = asyncio.Event()
+    platform = stack.services.platform
+    config = LiveConfig(stack.settings.config_file, look_every=0.1)
+    enqueue = make_enqueue(stack.broker)
+    task = asyncio.create_task(run_clock(stack.store, enqueue, stop, config, platform.monitors))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
 
 
 async def eventually(check, *, timeout: float = 10.0, every: float = 0.05):

@@ -65,7 +65,8 @@ async def run(command: str, ceiling: float) -> Ran:
         return Ran(None, f"(did not finish within {ceiling:g} s)")
     except OSError as exc:
         return Ran(None, "", _not_started(argv, exc))
-    return Ran(code, _last_line((output.head + output.tail).decode("utf-8", errors="replace")))
+    text = (output.head + output.tail).decode("utf-8", errors="replace")
+    return Ran(code, _last_line(text) if text.strip() else "")
 
 
 def _argv(command: str) -> tuple[list[str], str | None]:

@@ -5,7 +5,6 @@ due slot, a real Dramatiq worker probes a real local HTTP server, and the owner 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from datetime import timedelta
 
@@ -14,9 +13,7 @@ import pytest
 from aiohttp import web
 from sqlalchemy import select, update
 
-from aegis.clock import run_clock
 from bot.chat.outbox import Outbox
-from bot.config.live import LiveConfig
 from bot.config.secrets import SecretFiles
 from bot.monitors.incidents import Incidents
 from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec
@@ -26,7 +23,14 @@ from bot.timeutil import now
 from emulator import EmulatorState
 from jobs.enqueue import make_enqueue
 from tests.helpers.runs import buttons, message_with, tap
-from tests.helpers.stack import OWNER_CHAT, eventually, free_port, make_settings, running_stack
+from tests.helpers.stack import (
+    OWNER_CHAT,
+    eventually,
+    free_port,
+    make_settings,
+    running_clock,
+    running_stack,
+)
 
 AGENTS = """\
 agents:
@@ -74,18 +78,7 @@ async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
         yield running
 
 
-@contextlib.asynccontextmanager
-async def clock(stack):
-    stop = asyncio.Event()
-    platform = stack.services.platform
-    config = LiveConfig(stack.settings.config_file, look_every=0.1)
-    enqueue = make_enqueue(stack.broker)
-    task = asyncio.create_task(run_clock(stack.store, enqueue, stop, config, platform.monitors))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=10)
+clock = running_clock
 
 
 def name(target) -> str:

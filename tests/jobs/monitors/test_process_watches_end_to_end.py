@@ -1,0 +1,193 @@
+"""Process watches end to end, on SQLite and Postgres with a real Redis: an agent asks aegis, over
+MCP or from a script, to watch a long process; the owner approves with a tap and a code; the
+run ends its turn and is parked; the real clock enqueues the looks, a real worker runs the
+commands, the progress shows on the run's one message, and when the process passes or fails
+the run goes on with the outcome (a coding CLI resumes its own session)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyotp
+import pytest
+from sqlalchemy import select
+
+from bot.agents.agent_run import RunState
+from bot.config.secrets import SecretFiles
+from bot.monitors.process_watch import WatchStatus
+from bot.store.tables import agent_runs
+from tests.helpers.cli_harness import FAKES
+from tests.helpers.runs import buttons, message_with, tap, tool_runs
+from tests.helpers.stack import eventually, make_settings, running_clock, running_stack
+
+CLIS = {
+    "claudia": ("claude-code", "claude"),
+    "cody": ("codex", "codex"),
+    "opal": ("opencode", "opencode"),
+}
+
+
+def config_text(root: Path) -> str:
+    agents = {
+        slug: {
+            "harness": harness,
+            "command": str(FAKES / fake),
+            "tools": ["monitors.watch_process"],
+            "workdir": str(root / slug),
+            "deadline": 60,
+        }
+        for slug, (harness, fake) in CLIS.items()
+    }
+    agents["builder"] = {
+        "harness": "script",
+        "tools": ["monitors.watch_process"],
+        "deadline": 60,
+        "steps": [
+            {
+                "call": "monitors.watch_process",
+                "args": {
+                    "name": "build",
+                    "done": "test -f {request}/done",
+                    "fail": "cat {request}/failed",
+                    "every": "10s",
+                    "deadline": "5m",
+                },
+            }
+        ],
+    }
+    for spec in agents.values():
+        if "workdir" in spec:
+            Path(spec["workdir"]).mkdir(parents=True, exist_ok=True)
+    return json.dumps({"agents": agents})  # JSON is YAML
+
+
+@pytest.fixture
+async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
+    settings = make_settings(tmp_path / "data", database_url, redis_server_url)
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(config_text(tmp_path / "work"), encoding="utf-8")
+    secret = pyotp.random_base32()
+    SecretFiles(settings.data_dir).put("totp", secret)
+    async with running_stack(settings, namespace=redis_namespace) as running:
+        running.totp = pyotp.TOTP(secret)
+        running.workdirs = tmp_path / "work"
+        await running.ask("/start")
+        yield running
+
+
+async def approve_with_code(stack) -> dict:
+    card = await message_with(stack, r"wants to run 'monitors\.watch_process'", timeout=20)
+    assert "Approve (then a code)" in buttons(card)
+    await tap(stack, card, "Approve (then a code)")
+    await message_with(stack, "send the current 6-digit code", after=card["message_id"])
+    await stack.send(stack.totp.now())
+    return card
+
+
+async def run_row(stack, run_id: int, *states: RunState, timeout: float = 30) -> dict:
+    async def reached():
+        async with stack.store.read() as conn:
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+        return dict(row._mapping) if row.status in states else None
+
+    return await eventually(reached, timeout=timeout)
+
+
+async def parked_on_watch(stack, run_id: int) -> dict:
+    async def parked():
+        row = await run_row(stack, run_id, *RunState)
+        return row if row["status"] == RunState.PARKED and row["watching"] else None
+
+    return await eventually(parked, timeout=30)
+
+
+async def started(stack, text: str) -> tuple[int, dict]:
+    sent = await stack.send(text)
+    progress = await message_with(stack, r"^Run #\d+ · ", after=sent["message_id"])
+    return int(re.match(r"Run #(\d+)", progress["text"]).group(1)), progress
+
+
+def recorded(stack, slug: str) -> list[dict]:
+    path = stack.workdirs / slug / f"fake-{CLIS[slug][1]}.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines]
+
+
+@pytest.mark.parametrize("slug", sorted(CLIS))
+async def test_a_coding_cli_ends_its_turn_and_its_session_goes_on_when_the_process_passes(
+    stack, slug, tmp_path
+):
+    work = tmp_path / "build"
+    work.mkdir()
+    (work / "progress").write_text("compiling 3/10\n", encoding="utf-8")
+    args = {
+        "name": "build",
+        "done": f"cat {work}/done",
+        "progress": f"cat {work}/progress",
+        "every": "10s",
+        "deadline": "5m",
+    }
+    async with running_clock(stack):
+        run_id, progress = await started(
+            stack, f"/run {slug} call aegis monitors-watch_process {json.dumps(args)}"
+        )
+        await approve_with_code(stack)
+        parked = await parked_on_watch(stack, run_id)
+        assert parked["waiting_on"] is None
+        [first] = recorded(stack, slug)
+        assert first["resumed"] is None
+        # Its one progress message shows what the progress command printed.
+        shown = r"waiting for build \(process watch #\d+\): compiling 3/10"
+        await eventually(lambda: _edited_to(stack, progress, shown), timeout=20)
+        (work / "done").write_text("linked app.bin\n", encoding="utf-8")
+        ended = await run_row(stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=30)
+    assert ended["status"] == RunState.COMPLETED, ended["error"]
+    first, second = recorded(stack, slug)
+    assert second["resumed"] is not None  # its own session, resumed: not a new one
+    assert "it passed after" in second["request"] and "linked app.bin" in second["request"]
+    assert ended["result"].startswith("Done: aegis's watch #")
+    watch = await stack.services.platform.monitors.processes.get(parked["watching"])
+    assert watch.status is WatchStatus.PASSED
+    assert await tool_runs(stack, "monitors.watch_process") == 1
+
+
+async def _edited_to(stack, message: dict, pattern: str) -> bool:
+    """Whether ``message`` (edited in place, never sent again) now reads ``pattern``."""
+    for current in await stack.bot_messages():
+        if current["message_id"] == message["message_id"]:
+            return bool(re.search(pattern, current["text"] or ""))
+    return False
+
+
+async def test_a_script_run_goes_on_with_the_failure_its_process_reported(stack, tmp_path):
+    (tmp_path / "failed").write_text("error: 3 tests failed\n", encoding="utf-8")
+    async with running_clock(stack):
+        run_id, progress = await started(stack, f"/run builder {tmp_path}")
+        await approve_with_code(stack)
+        ended = await run_row(stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=30)
+    assert ended["status"] == RunState.COMPLETED, ended["error"]
+    assert "it failed after" in ended["result"]
+    assert "Last line: error: 3 tests failed" in ended["result"]
+    final = await message_with(stack, r"it failed after")
+    assert final["reply_to_message_id"] == progress["message_id"]  # its last word
+
+
+async def test_a_parked_run_cancelled_abandons_its_watch_and_is_never_woken(stack, tmp_path):
+    async with running_clock(stack):
+        run_id, _ = await started(stack, f"/run builder {tmp_path}")
+        await approve_with_code(stack)
+        parked = await parked_on_watch(stack, run_id)
+        await stack.ask(f"/cancel {run_id}")
+        await run_row(stack, run_id, RunState.CANCELLED)
+        (tmp_path / "done").write_text("", encoding="utf-8")
+        watches = stack.services.platform.monitors.processes
+
+        async def abandoned():
+            watch = await watches.get(parked["watching"])
+            return watch if watch.status.is_over else None
+
+        watch = await eventually(abandoned, timeout=20)
+    assert watch.status is WatchStatus.ABANDONED
+    assert (await run_row(stack, run_id, RunState.CANCELLED))["result"] is None
