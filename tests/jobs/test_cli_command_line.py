@@ -160,3 +160,30 @@ def test_a_project_config_above_the_git_root_is_not_opencodes_to_read(tmp_path):
     (workdir / "opencode.json").write_text('{"permission": "allow"}')
     with pytest.raises(HarnessFailed, match="sets permission"):
         refuse_widening_config(workdir)
+
+
+# Resuming a session (a run that asked aegis to watch a process goes on in its own session).
+
+
+@pytest.mark.parametrize(
+    ("kind", "tail"),
+    [
+        (HarnessKind.CLAUDE_CODE, ["--resume", "ses-1"]),
+        # codex exec [OPTIONS] resume <SESSION_ID> -: every option before the subcommand
+        (HarnessKind.CODEX, ["resume", "ses-1", "-"]),
+        (HarnessKind.OPENCODE, ["--session", "ses-1"]),
+    ],
+)
+def test_a_resumed_session_is_named_last_and_a_new_one_is_not(kind, tail, tmp_path):
+    def argv(**session) -> list[str]:
+        rundir = tmp_path / ("resumed" if session else "new")
+        rundir.mkdir()
+        made, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", **session)
+        return [arg.replace(str(rundir), "RUN") for arg in made]
+
+    new, resumed = argv(), argv(session="ses-1")
+    assert resumed[-len(tail) :] == tail
+    assert "ses-1" not in new and "resume" not in new and "--session" not in new
+    # Everything else is the same: the same locks, the same MCP server, the same instructions.
+    kept = len(new) - len(CLIS[kind].prompt_args)
+    assert resumed[:kept] == new[:kept]

@@ -131,3 +131,21 @@ def test_a_failure_the_cli_reports_is_kept(reader_type, event, failure):
     reader = reader_type()
     feed(reader, [event])
     assert reader.failure == failure
+
+
+@pytest.mark.parametrize(
+    ("reader_type", "event", "session"),
+    [
+        (ClaudeStream, {"type": "system", "subtype": "init", "session_id": "5b0c-11"}, "5b0c-11"),
+        (CodexStream, {"type": "thread.started", "thread_id": "0199-ab"}, "0199-ab"),
+        (OpencodeStream, {"type": "step_start", "sessionID": "ses_9", "part": {}}, "ses_9"),
+        # Anything that could read as a flag, or is not an id, is never kept for a command line.
+        (ClaudeStream, {"type": "system", "session_id": "--dangerously-skip-permissions"}, None),
+        (CodexStream, {"type": "thread.started", "thread_id": "a b"}, None),
+        (OpencodeStream, {"type": "text", "sessionID": ["ses_9"], "part": {}}, None),
+    ],
+)
+def test_the_session_a_stream_names_is_kept_only_when_it_is_an_id(reader_type, event, session):
+    reader = reader_type()
+    feed(reader, [event])
+    assert reader.session == session

@@ -12,6 +12,9 @@ from bot.agents.agent_runs import AgentRuns
 from bot.chat.outbox import Outbox
 from bot.chat.views.runs import progress_text
 from bot.errors import RunLost
+from bot.monitors.process_watch import Look, WatchStatus
+from bot.monitors.process_watches import ProcessWatches
+from bot.monitors.specs import process_watch
 
 TAKEN_OVER_AT_ONCE = timedelta(seconds=-1)  # any heartbeat counts as stale
 
@@ -67,3 +70,31 @@ async def test_cancel_ends_a_queued_or_parked_run_at_once(store):
     assert ended.status is RunState.CANCELLED and ended.finished_at is not None
     assert await runs.claim(run.id, stale_after=TAKEN_OVER_AT_ONCE) is None
     assert await runs.cancel(10_000) is None
+
+
+async def test_a_run_parked_on_a_process_watch_is_continued_by_that_watch_alone(store):
+    runs, run = await a_run(store)
+    watches = ProcessWatches(store)
+    held = await runs.claim(run.id, stale_after=timedelta(seconds=30))
+    spec = process_watch({"done": "true", "deadline": "1h"})
+    watch = await watches.start(spec, agent="scribe", run_id=run.id, chat_id=1)
+    parked = await runs.park(held, None, watch_id=watch.id, state={}, effects={}, step="w")
+    assert (parked.watching, parked.waiting_on) == (watch.id, None)
+    assert parked.waits_for() == f"process watch #{watch.id}"
+    # Its progress shows on the parked run; a card's continuation or another watch cannot
+    # claim it, and a watch that has not ended yet is no lost wake-up.
+    shown = await runs.show_waiting(run.id, watch.id, "waiting for true: 40%")
+    assert shown.step == "waiting for true: 40%"
+    assert await runs.show_waiting(run.id, watch.id + 1, "other") is None
+    assert await runs.claim(run.id, stale_after=TAKEN_OVER_AT_ONCE, continuing=1) is None
+    assert await runs.claim(run.id, stale_after=TAKEN_OVER_AT_ONCE, watched=watch.id + 1) is None
+    assert await runs.parked_on_ended_watches(ended_for=timedelta(0)) == []
+    await watches.record(watch.id, Look(WatchStatus.PASSED))
+    # Its wake-up lost: the run sweep finds it once the watch has been over for a while.
+    assert await runs.parked_on_ended_watches(ended_for=timedelta(minutes=1)) == []
+    assert await runs.parked_on_ended_watches(ended_for=timedelta(seconds=-1)) == [
+        (run.id, watch.id)
+    ]
+    woken = await runs.claim(run.id, stale_after=timedelta(seconds=30), watched=watch.id)
+    assert woken.status is RunState.RUNNING and woken.watching is None
+    assert await runs.claim(run.id, stale_after=timedelta(seconds=30), watched=watch.id) is None

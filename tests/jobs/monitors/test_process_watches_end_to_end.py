@@ -19,6 +19,7 @@ from bot.config.secrets import SecretFiles
 from bot.monitors.process_watch import WatchStatus
 from bot.store.tables import agent_runs
 from tests.helpers.cli_harness import FAKES
+from tests.helpers.fake_model import running_fake_model
 from tests.helpers.runs import buttons, message_with, tap, tool_runs
 from tests.helpers.stack import eventually, make_settings, running_clock, running_stack
 
@@ -29,7 +30,7 @@ CLIS = {
 }
 
 
-def config_text(root: Path) -> str:
+def config_text(root: Path, model_url: str) -> str:
     agents = {
         slug: {
             "harness": harness,
@@ -57,6 +58,12 @@ def config_text(root: Path) -> str:
             }
         ],
     }
+    agents["scout"] = {
+        "harness": "http",
+        "providers": [{"url": model_url, "model": "small", "name": "fake"}],
+        "tools": ["monitors.watch_process"],
+        "deadline": 60,
+    }
     for spec in agents.values():
         if "workdir" in spec:
             Path(spec["workdir"]).mkdir(parents=True, exist_ok=True)
@@ -64,10 +71,16 @@ def config_text(root: Path) -> str:
 
 
 @pytest.fixture
-async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
+async def model():
+    async with running_fake_model() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def stack(tmp_path, database_url, redis_server_url, redis_namespace, model):
     settings = make_settings(tmp_path / "data", database_url, redis_server_url)
     settings.config_file.parent.mkdir(parents=True, exist_ok=True)
-    settings.config_file.write_text(config_text(tmp_path / "work"), encoding="utf-8")
+    settings.config_file.write_text(config_text(tmp_path / "work", model.url), encoding="utf-8")
     secret = pyotp.random_base32()
     SecretFiles(settings.data_dir).put("totp", secret)
     async with running_stack(settings, namespace=redis_namespace) as running:
@@ -191,3 +204,27 @@ async def test_a_parked_run_cancelled_abandons_its_watch_and_is_never_woken(stac
         watch = await eventually(abandoned, timeout=20)
     assert watch.status is WatchStatus.ABANDONED
     assert (await run_row(stack, run_id, RunState.CANCELLED))["result"] is None
+
+
+async def test_a_model_run_hears_how_its_process_ended_as_the_next_message(stack, model, tmp_path):
+    (tmp_path / "done").write_text("3 files deployed\n", encoding="utf-8")
+    args = {"done": f"cat {tmp_path}/done", "every": "10s", "deadline": "10m", "name": "deploy"}
+    model.call("monitors-watch_process", args)
+    model.answer("Watching the deploy; I will report when it ends.")
+    model.answer("The deploy finished: 3 files.")
+    async with running_clock(stack):
+        run_id, _ = await started(stack, "/run scout deploy and tell me")
+        await approve_with_code(stack)
+        ended = await run_row(stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=30)
+    assert ended["status"] == RunState.COMPLETED, ended["error"]
+    assert ended["result"] == "The deploy finished: 3 files."
+    *_, last = model.requests
+    told = last.messages[-1]
+    assert told["role"] == "user" and "it passed after" in told["content"]
+    assert "Last line: 3 files deployed" in told["content"]
+    # The run was given its watch's outcome once, and owes nothing more.
+    processes = stack.services.platform.monitors.processes
+    given = await processes.get(ended["state"]["watched"])
+    assert given.run_id == run_id and given.status is WatchStatus.PASSED
+    assert await processes.owed_to(run_id, after=given.id) is None
+    assert ended["watching"] is None and "resume" not in ended["state"]
