@@ -135,4 +135,10 @@ async def _monitor_tap(svc: Services, monitor_id: int, choice: str) -> str:
 
 async def _view(svc: Services):
     monitors = svc.platform.monitors
-    return views.monitors_view(await monitors.all(), await monitors.uptimes(), svc.signer, now())
+    return views.monitors_view(
+        await monitors.all(),
+        await monitors.uptimes(),
+        svc.signer,
+        now(),
+        await monitors.processes.watching(),
+    )

@@ -4,6 +4,7 @@ to ``/watch``. Each text fits a phone: the first line says what happened, the re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,6 +13,7 @@ from bot.chat.callbacks import CallbackSigner
 from bot.chat.text import clip, visible
 from bot.monitors.incident import Incident, IncidentKind, Tap
 from bot.monitors.monitor import Monitor, MonitorState
+from bot.monitors.process_watch import ProcessWatch
 from bot.timeutil import short_time
 
 INCIDENT_KIND = "inc"
@@ -135,14 +137,15 @@ def monitors_view(
     uptimes: dict[int, Uptime],
     signer: CallbackSigner,
     moment: datetime,
+    processes: Sequence[ProcessWatch] = (),
 ) -> tuple[str, dict[str, Any] | None]:
-    if not monitors:
+    if not monitors and not processes:
         return (
             "Nothing is watched yet. Try /watch https://example.org every 1m, or declare "
             "monitors: in aegis.yaml.",
             None,
         )
-    lines = [f"Monitors ({len(monitors)}):"]
+    lines = [f"Monitors ({len(monitors)}):"] if monitors else []
     rows = []
     for monitor in monitors:
         lines += monitor_lines(monitor, uptimes.get(monitor.id), moment)
@@ -150,7 +153,26 @@ def monitors_view(
             rows.append(_monitor_buttons(monitor, signer))
     if len(monitors) > MONITOR_BUTTONS_FOR:
         lines.append(f"\nButtons for the first {MONITOR_BUTTONS_FOR}.")
-    return "\n".join(lines), {"inline_keyboard": rows}
+    if processes:
+        lines.append(f"\nProcesses watched for runs ({len(processes)}):")
+        for watch in processes:
+            lines += process_lines(watch)
+    return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+
+
+def process_lines(watch: ProcessWatch) -> list[str]:
+    """A process an agent's run waits on: whose, until when, what it last showed."""
+    head = f"{visible(watch.name)} · run #{watch.run_id} ({visible(watch.agent)})"
+    facts = [
+        f"every {_duration_short(watch.spec.every_seconds)}",
+        f"until {short_time(watch.deadline_at)}",
+        f"{watch.checks} looks",
+    ]
+    lines = [head, "   " + " · ".join(facts)]
+    if watch.progress:
+        lines.append(f"   last: {clip(visible(watch.progress), 120)}")
+    lines.append(f"   /cancel {watch.run_id} stops the run and the watch.")
+    return lines
 
 
 def monitor_lines(monitor: Monitor, uptime: Uptime | None, moment: datetime) -> list[str]:

@@ -192,6 +192,12 @@ async def test_a_parked_run_cancelled_abandons_its_watch_and_is_never_woken(stac
         run_id, _ = await started(stack, f"/run builder {tmp_path}")
         await approve_with_code(stack)
         parked = await parked_on_watch(stack, run_id)
+        sent = await stack.send("/monitors")
+        listed = await message_with(
+            stack, r"Processes watched for runs \(1\)", after=sent["message_id"]
+        )
+        assert f"build · run #{run_id} (builder)" in listed["text"]
+        assert f"/cancel {run_id} stops the run and the watch." in listed["text"]
         await stack.ask(f"/cancel {run_id}")
         await run_row(stack, run_id, RunState.CANCELLED)
         (tmp_path / "done").write_text("", encoding="utf-8")
