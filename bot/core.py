@@ -33,7 +33,7 @@ from bot.tasks.notes import Notes
 from bot.tasks.task import Task
 from bot.tasks.tasks import Tasks
 from bot.tasks.triage import RuleTriager, Triage
-from bot.tools.toolbox import platform_explainers, platform_functions
+from bot.tools.toolbox import platform_explainers, platform_functions, platform_vetters
 from bot.upkeep.heartbeats import Heartbeats
 from bot.upkeep.job_runs import JobRuns
 from bot.upkeep.schedules import Schedules
@@ -179,4 +179,5 @@ class Platform:
         )
         toolbox.update(platform_functions(platform))
         actions.explainers = platform_explainers(platform)
+        actions.vetters = platform_vetters(platform)
         return platform

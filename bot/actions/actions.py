@@ -21,6 +21,7 @@ from bot.actions.call import (
     Ruling,
     ToolCall,
     ToolFunction,
+    Vetter,
 )
 from bot.actions.grants import Approvals
 from bot.chat.text import visible
@@ -40,6 +41,7 @@ class Actions:
         interactions: Interactions,
         approvals: Approvals,
         explainers: Mapping[str, Explainer] | None = None,
+        vetters: Mapping[str, Vetter] | None = None,
     ) -> None:
         # A function gives the catalog in force at each call (aegis.yaml may have changed).
         self._catalog = catalog if callable(catalog) else (lambda: catalog)
@@ -47,6 +49,7 @@ class Actions:
         self.interactions = interactions
         self.approvals = approvals
         self.explainers = explainers if explainers is not None else {}
+        self.vetters = vetters if vetters is not None else {}
         self.store = interactions.store
 
     @property
@@ -72,8 +75,11 @@ class Actions:
         if ruling is None or ruling.catalog is not self.catalog:
             ruling = self.rule(call)
         decision = ruling.decision
+        problem = None if isinstance(decision, Deny) else self._vet(call)
         if isinstance(decision, Deny):
             outcome = await self._deny(call, decision.reason)
+        elif problem is not None:  # it could never run: nobody is asked, nothing is done
+            outcome = await self._deny(call, f"refused before asking anyone: {problem}")
         elif isinstance(decision, Allow):
             await Audit(self.store).record(
                 AuditEvent.ALLOWED,
@@ -184,6 +190,16 @@ class Actions:
             **call.audited,
             interaction_id=interaction_id,
         )
+
+    def _vet(self, call: ToolCall) -> str | None:
+        vetter = self.vetters.get(call.tool)
+        if vetter is None:
+            return None
+        try:
+            return vetter(call.args, call.caller())
+        except Exception:  # a vetter's own bug refuses, never waves a call through unchecked
+            logger.exception("vetting a call of %s failed", call.tool)
+            return "its arguments could not be checked"
 
     async def _deny(self, call: ToolCall, reason: str) -> CallOutcome:
         await Audit(self.store).record(AuditEvent.DENIED, reason, **call.audited)

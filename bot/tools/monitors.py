@@ -17,7 +17,7 @@ from bot.monitors import specs
 from bot.monitors.monitor import Monitor, MonitorKind
 
 if TYPE_CHECKING:
-    from bot.actions.call import Caller, ToolFunction
+    from bot.actions.call import Caller, ToolFunction, Vetter
     from bot.core import Platform
 
 
@@ -34,6 +34,46 @@ def monitor_summary(monitor: Monitor, day: float | None) -> dict[str, Any]:
         "uptime_24h": day,
         "made_by": monitor.source,
     }
+
+
+def vetters(platform: Platform) -> dict[str, Vetter]:
+    """A monitor or a process watch an agent asks for is checked field by field before its
+    card is made: the owner is never asked to approve what would be refused afterwards."""
+
+    def watch(args: dict, caller: Caller) -> str | None:
+        return _problem(lambda: _spec(MonitorKind(args["kind"]), args["target"], args))
+
+    def watch_command(args: dict, caller: Caller) -> str | None:
+        return _problem(lambda: _spec(MonitorKind.CMD, args["command"], args))
+
+    def watch_process(args: dict, caller: Caller) -> str | None:
+        if caller.run_id is None:
+            return (
+                "run: only a run aegis started can be continued when the process ends; ask for "
+                "the watch from within a run (/run)"
+            )
+        return _problem(lambda: specs.process_watch(args))
+
+    return {
+        "monitors.watch": watch,
+        "monitors.watch_command": watch_command,
+        "monitors.watch_process": watch_process,
+    }
+
+
+def _problem(build) -> str | None:
+    try:
+        build()
+    except MonitorRefused as exc:
+        return f"{exc.field}: {exc.problem}"
+    return None
+
+
+def _spec(kind: MonitorKind, target: str, args: dict):
+    options = {
+        key: value for key, value in args.items() if key not in ("kind", "target", "command")
+    }
+    return specs.build(kind, target, options)
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:
@@ -87,11 +127,8 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
 
 
 async def _watch(platform: Platform, kind: MonitorKind, target: str, args: dict, caller) -> dict:
-    options = {
-        key: value for key, value in args.items() if key not in ("kind", "target", "command")
-    }
     try:
-        spec = specs.build(kind, target, options)
+        spec = _spec(kind, target, args)
     except MonitorRefused as exc:
         raise ToolRefused(f"{exc.field}: {exc.problem}") from None
     monitor, new = await platform.monitors.watch(spec, source=f"agent:{caller.agent}")

@@ -76,11 +76,33 @@ async def test_a_command_watch_needs_a_code_and_an_agent_without_the_grant_is_de
     assert await platform.monitors.all() == []
 
 
-async def test_what_an_agent_asks_is_checked_like_watch(platform):
-    bad = {"kind": "http", "target": "file:///etc/passwd"}
-    asked = await call(platform, "monitors.watch", bad)
-    await approve(platform, asked.interaction_id)
-    refused = await call(platform, "monitors.watch", bad)
-    assert refused.status is CallStatus.FAILED
-    assert "url: only http:// and https:// URLs can be watched" in refused.reason
+@pytest.mark.parametrize(
+    ("tool", "args", "says"),
+    [
+        ("monitors.watch", {"kind": "http", "target": "file:///etc/passwd"}, "url: only http://"),
+        ("monitors.watch", {"kind": "tcp", "target": "db:70000"}, "port: 70000 is out of range"),
+        ("monitors.watch_command", {"command": "true", "every": "5s"}, "every: must be at least"),
+        ("monitors.watch_process", {"done": "true", "deadline": "1h"}, "run: only a run aegis"),
+    ],
+)
+async def test_what_an_agent_asks_is_checked_before_anyone_is_asked(platform, tool, args, says):
+    refused = await call(platform, tool, args)
+    assert refused.status is CallStatus.DENIED and refused.interaction_id is None
+    assert refused.reason.startswith("refused before asking anyone: ")
+    assert says in refused.reason
+    assert (await platform.interactions.open_interactions())[1] == 0  # no card to approve
     assert await platform.monitors.all() == []
+
+
+async def test_a_process_watch_from_a_run_waits_for_a_tap_and_a_code_then_starts(platform):
+    args = {"done": "test -f /tmp/never", "deadline": "30m", "every": "15s"}
+    bad = await platform.actions.perform(
+        ToolCall("watcher", "monitors.watch_process", {**args, "deadline": "1s"}, CHAT, 9)
+    )
+    assert bad.status is CallStatus.DENIED and "deadline: must be at least 1m" in bad.reason
+    asked = await platform.actions.perform(
+        ToolCall("watcher", "monitors.watch_process", args, CHAT, 9)
+    )
+    assert asked.status is CallStatus.GATED
+    assert (await platform.interactions.get(asked.interaction_id)).step_up
+    assert await platform.monitors.processes.watching() == []
