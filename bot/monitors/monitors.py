@@ -40,6 +40,9 @@ CHAT, FILE = "chat", "file"
 Enqueue = Callable[..., Awaitable[None]]
 CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
 LOOKAHEAD = timedelta(seconds=1)  # slots claimed this long before they are due
+KEEP_HOURS = timedelta(days=8)  # uptime rows: the 7 days /monitors shows, and a day's margin
+KEEP_WATCHES = timedelta(days=30)  # process watches, once over
+PRUNE_BATCH = 1000  # process watches a pass forgets at most
 
 
 @dataclass
@@ -209,6 +212,20 @@ class Monitors:
     ) -> dict[str, int]:
         """Judge many checks (bot/monitors/checks.py); returns what they changed."""
         return await self.checks.record(checks, chat_id=chat_id, agents=agents)
+
+    # Upkeep
+
+    async def prune(self, moment: datetime | None = None) -> dict[str, int]:
+        """Forget hourly uptime older than the week /monitors shows (an hour's worth of rows a
+        pass, once caught up), and process watches over for a month, in bounded batches."""
+        moment = moment or now()
+        hour = moment.replace(minute=0, second=0, microsecond=0)
+        async with self.store.write() as conn:
+            hours = await conn.execute(
+                delete(monitor_hours).where(monitor_hours.c.hour < hour - KEEP_HOURS)
+            )
+        watches = await self.processes.prune(moment - KEEP_WATCHES, limit=PRUNE_BATCH)
+        return {"uptime_hours_pruned": hours.rowcount, "process_watches_pruned": watches}
 
     # Reading
 

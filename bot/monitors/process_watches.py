@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from bot.errors import MonitorRefused
 from bot.monitors.process_watch import (
@@ -184,6 +184,20 @@ class ProcessWatches:
                 )
             )
             return await self._get_in(conn, watch_id)
+
+    async def prune(self, ended_before: datetime, *, limit: int) -> int:
+        """Forget at most ``limit`` watches that ended before ``ended_before``."""
+        query = (
+            select(process_watches.c.id)
+            .where(process_watches.c.ended_at < ended_before)
+            .order_by(process_watches.c.id)
+            .limit(limit)
+        )
+        async with self.store.write() as conn:
+            ids = list((await conn.execute(query)).scalars())
+            if ids:
+                await conn.execute(delete(process_watches).where(process_watches.c.id.in_(ids)))
+        return len(ids)
 
     # Reading
 

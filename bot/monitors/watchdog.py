@@ -5,7 +5,8 @@ It looks for: schedules that have not run by ``max(2 × interval, interval + 15 
 stopped clock); an agent whose last three runs completed with zero effect (the completed no-op,
 a finding and not a success); outbox rows unsent for 15 minutes; cards undelivered for an hour;
 a model with failed calls and no success for a day (a silent provider outage); a monitor gone
-stale. It reads the numbers, never a status alone. It runs in the web process
+stale. It reads the numbers, never a status alone. Each pass also prunes what the monitors no
+longer need (``Monitors.prune``). It runs in the web process
 (aegis/web.py), apart from the clock and the broker, so a dead clock or worker is still seen.
 """
 
@@ -64,6 +65,7 @@ class Watchdog:
         moment = moment or now()
         findings = {finding.key: finding for finding in await self.look(moment)}
         summary = {"findings": len(findings), "incidents_opened": 0, "incidents_closed": 0}
+        summary.update(await self.monitors.prune(moment))
         if chat_id is None:
             return summary
         asked: Asked = []

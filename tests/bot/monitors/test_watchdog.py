@@ -14,8 +14,10 @@ from bot.chat.outbox import Outbox
 from bot.monitors.incidents import Incidents
 from bot.monitors.monitor import MonitorKind, MonitorSpec
 from bot.monitors.monitors import Monitors
+from bot.monitors.process_watch import Look, WatchStatus
+from bot.monitors.specs import process_watch
 from bot.monitors.watchdog import Watchdog
-from bot.store.tables import agent_runs, model_calls, outbox, schedules
+from bot.store.tables import agent_runs, model_calls, monitor_hours, outbox, schedules
 from bot.timeutil import now
 from bot.upkeep.schedules import BUILTIN_SCHEDULES, Schedules
 
@@ -118,3 +120,36 @@ async def test_a_stale_monitor_raises_a_card(watchdog, store):
     assert summary["incidents_opened"] == 1
     [card] = await cards(store)
     assert card.startswith("⚠️ Monitor db is stale")
+
+
+async def test_each_pass_forgets_uptime_older_than_a_week_and_watches_over_for_a_month(
+    watchdog, store
+):
+    monitor, _ = await watchdog.monitors.watch(MonitorSpec("db", MonitorKind.TCP, "db.test:5432"))
+    moment = now()
+    hour = moment.replace(minute=0, second=0, microsecond=0)
+    kept = [hour - timedelta(hours=h) for h in (0, 24 * 7, 24 * 8)]
+    forgotten = [hour - timedelta(hours=24 * 8 + h) for h in (1, 2, 200)]
+    async with store.write() as conn:
+        await conn.execute(
+            insert(monitor_hours),
+            [
+                {"monitor_id": monitor.id, "hour": at, "checks": 60, "ups": 60}
+                for at in kept + forgotten
+            ],
+        )
+    processes = watchdog.monitors.processes
+    spec = process_watch({"done": "true", "deadline": "1h"})
+    old = await processes.start(
+        spec, agent="a", run_id=1, chat_id=CHAT, moment=moment - timedelta(days=40)
+    )
+    await processes.record(old.id, Look(WatchStatus.PASSED), moment - timedelta(days=31))
+    recent = await processes.start(spec, agent="a", run_id=2, chat_id=CHAT, moment=moment)
+    summary = await watchdog.watch(CHAT, moment)
+    assert (summary["uptime_hours_pruned"], summary["process_watches_pruned"]) == (3, 1)
+    async with store.read() as conn:
+        left = (await conn.execute(select(monitor_hours.c.hour))).scalars().all()
+    assert sorted(left) == sorted(kept)
+    assert await processes.get(old.id) is None and await processes.get(recent.id) is not None
+    again = await watchdog.watch(CHAT, moment)
+    assert (again["uptime_hours_pruned"], again["process_watches_pruned"]) == (0, 0)
