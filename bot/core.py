@@ -132,6 +132,14 @@ class Platform:
                 logger.warning("broker down: run %s waits for the run sweep", run.id)
         return run
 
+    async def cancel_run(self, run_id: int) -> AgentRun | None:
+        """Stop a run (bot/agents/agent_runs.py ``cancel``); one that ended at once stops the
+        process watches it was waiting on, too."""
+        after = await self.runs.cancel(run_id)
+        if after is not None and after.status.is_over:
+            await self.monitors.processes.abandon_for_run(run_id)
+        return after
+
     async def show_run(self, run: AgentRun) -> None:
         """Edit the run's progress message to what the run is now."""
         if run.progress_outbox_id is not None:

@@ -59,7 +59,7 @@ async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         status = before.status.value.replace("_", " ")
         await reply(update, context, f"Run #{before.id} is already over ({status}).")
         return
-    after = await svc.platform.runs.cancel(before.id)
+    after = await svc.platform.cancel_run(before.id)
     if after is not None and after.status is RunState.CANCELLED:
         await svc.platform.show_run(after)
         await settle_task(svc.platform.tasks, after)

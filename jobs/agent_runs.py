@@ -32,7 +32,7 @@ from bot.chat.views.runs import progress_text
 from bot.errors import BrokerError, HarnessFailed, Parked, RunLost
 from jobs import running
 from jobs.broker import require_broker
-from jobs.harness import RESUME, WATCHED, RunContext
+from jobs.harness import CONTINUE_ACTOR, RESUME, WATCHED, RunContext
 from jobs.harnesses import harness_for
 from jobs.resources import resources
 
@@ -126,12 +126,7 @@ class Runner:
             on_step=self._step,
         )
         ctx.state = state
-        if self.watched is not None:
-            # Saved before the harness starts: a worker that dies now leaves a run that goes
-            # on with the outcome, never one that forgot it.
-            state[WATCHED] = self.watched.id
-            state[RESUME] = self.watched.outcome
-            await ctx.checkpoint(f"continuing after process watch #{self.watched.id}")
+        await self._give_outcomes(ctx)
         if self.run.cancel_requested:  # cancelled while parked or handed back: no more work
             return await self._end(ctx, RunState.CANCELLED, error=CANCELLED_BY_OWNER)
         await self._show(self.run, force=True)
@@ -164,12 +159,30 @@ class Runner:
             return await self._end(ctx, RunState.FAILED, error=f"{type(exc).__name__}: {exc}")
         ctx.state.pop("continued_from", None)
         ctx.state.pop(RESUME, None)
-        owed = await self.platform.monitors.processes.owed_to(
+        owed = await self.platform.monitors.processes.owed(
             self.run.id, after=ctx.state.get(WATCHED, 0)
         )
-        if owed is not None:  # it asked aegis to watch a process: it goes on when that ends
-            return await self._park_on_watch(ctx, owed)
+        if owed:  # it asked aegis to watch a process: it goes on when that ends
+            running = [watch for watch in owed if not watch.status.is_over]
+            return await self._park_on_watch(ctx, (running or owed)[-1])
         return await self._end(ctx, RunState.COMPLETED, result=str(result))
+
+    async def _give_outcomes(self, ctx: RunContext) -> None:
+        """Put the outcomes of the process watches this run asked for and that ended since it
+        was last given one into its state, for the harness to give its agent. Any stretch
+        looks, not only the one a watch woke: a worker that died right after the wake-up's
+        claim leaves a run that goes on with the outcome, never one that forgot it. Saved
+        before the harness starts, for the same reason."""
+        owed = await self.platform.monitors.processes.owed(
+            self.run.id, after=ctx.state.get(WATCHED, 0)
+        )
+        upto = self.watched.id if self.watched is not None else None
+        ended = [w for w in owed if w.status.is_over and (upto is None or w.id <= upto)]
+        if not ended:
+            return
+        ctx.state[WATCHED] = ended[-1].id
+        ctx.state[RESUME] = "\n\n".join(watch.outcome or "" for watch in ended)
+        await ctx.checkpoint(f"continuing after process watch #{ended[-1].id}")
 
     async def _park_on_watch(self, ctx: RunContext, watch) -> dict:
         parked = await self.platform.runs.park(
@@ -185,7 +198,7 @@ class Runner:
         current = await self.platform.monitors.processes.get(watch.id)
         if current is not None and current.status.is_over:
             # Ended before this run parked on it: its wake-up found no run to wake.
-            await self._enqueue("run_agent", parked.id, None, watch.id)
+            await self._enqueue(CONTINUE_ACTOR, parked.id, None, watch.id)
         return await self._ended(parked)
 
     async def _not_parked(self, ctx: RunContext) -> dict:

@@ -75,7 +75,7 @@ class Actions:
         if ruling is None or ruling.catalog is not self.catalog:
             ruling = self.rule(call)
         decision = ruling.decision
-        problem = None if isinstance(decision, Deny) else self._vet(call)
+        problem = None if isinstance(decision, Deny) else await self._vet(call)
         if isinstance(decision, Deny):
             outcome = await self._deny(call, decision.reason)
         elif problem is not None:  # it could never run: nobody is asked, nothing is done
@@ -191,12 +191,12 @@ class Actions:
             interaction_id=interaction_id,
         )
 
-    def _vet(self, call: ToolCall) -> str | None:
+    async def _vet(self, call: ToolCall) -> str | None:
         vetter = self.vetters.get(call.tool)
         if vetter is None:
             return None
         try:
-            return vetter(call.args, call.caller())
+            return await vetter(call.args, call.caller())
         except Exception:  # a vetter's own bug refuses, never waves a call through unchecked
             logger.exception("vetting a call of %s failed", call.tool)
             return "its arguments could not be checked"
@@ -209,7 +209,7 @@ class Actions:
 def _prompt(call: ToolCall, decision: Gate, explainer) -> str:
     prompt = f"{call.agent} wants to run {call.tool[:200]!r}: {decision.reason}."
     try:
-        what = explainer(call.args) if explainer is not None else None
+        what = explainer(call.args, call.caller()) if explainer is not None else None
     except Exception:  # an explanation is a courtesy; the card goes out without it
         logger.exception("explaining a call of %s failed", call.tool)
         what = None

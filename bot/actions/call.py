@@ -109,8 +109,8 @@ class Continuation:
 ToolFunction = Callable[[Any, Caller], Awaitable[Any]]
 # What a call would do, in words, for its card where the arguments alone do not show it (a
 # deploy recipe's name says nothing of the command it runs); None when there is nothing to add.
-Explainer = Callable[[Any], str | None]
+Explainer = Callable[[Any, Caller], str | None]
 # Why a call could never run, checked before anyone is asked (arguments the schema cannot judge,
 # such as a duration or a command line): the owner never approves what would be refused after.
 # None when the call may go on to the gate.
-Vetter = Callable[[Any, Caller], str | None]
+Vetter = Callable[[Any, Caller], Awaitable[str | None]]

@@ -13,6 +13,7 @@ the looks are run by the worker (jobs/monitors/processes.py).
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -51,6 +52,7 @@ class ProcessWatchSpec:
     every_seconds: int = DEFAULT_EVERY
     timeout_seconds: float = 10.0  # each command's own ceiling
     deadline_seconds: int = 3600
+    workdir: str | None = None  # where the commands run: the agent's workdir, when it has one
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,11 +143,12 @@ def outcome(watch: ProcessWatch, status: WatchStatus, look: Look, moment: dateti
         WatchStatus.ABANDONED: "its run ended before it did",
     }[status]
     lines = [f"{head} {said}."]
+    # What the commands printed is data, never instructions: it is quoted as such.
     if look.detail:
-        lines.append(f"Last line: {look.detail}")
+        lines.append(f"Its last line of output (quoted): {json.dumps(look.detail)}")
     progress = look.progress or watch.progress
     if progress and status is not WatchStatus.PASSED:
-        lines.append(f"Last progress: {progress}")
+        lines.append(f"The last progress line (quoted): {json.dumps(progress)}")
     return "\n".join(lines)
 
 

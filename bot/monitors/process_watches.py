@@ -24,7 +24,7 @@ from bot.monitors.process_watch import (
     ended,
     outcome,
 )
-from bot.store.database import Store
+from bot.store.database import Store, serialize_on
 from bot.store.tables import process_watches
 from bot.timeutil import now
 
@@ -64,6 +64,7 @@ class ProcessWatches:
             )
         moment = moment or now()
         async with self.store.write() as conn:
+            await serialize_on(conn, f"process-watch-run:{run_id}")  # two calls: one watch
             busy = await conn.execute(
                 select(process_watches.c.id).where(
                     process_watches.c.run_id == run_id,
@@ -165,25 +166,34 @@ class ProcessWatches:
 
     async def abandon(self, watch_id: int) -> ProcessWatch | None:
         """Its run ended meanwhile (cancelled): stop looking."""
-        return await self._end(watch_id, WatchStatus.ABANDONED, Look(WatchStatus.ABANDONED))
-
-    async def _end(self, watch_id: int, status: WatchStatus, look: Look) -> ProcessWatch | None:
+        status = WatchStatus.ABANDONED
         moment = now()
         async with self.store.write() as conn:
             watch = await self._get_in(conn, watch_id)
             if watch is None or watch.status.is_over:
                 return None
-            await conn.execute(
+            ended = await conn.execute(
                 update(process_watches)
                 .where(
                     process_watches.c.id == watch_id,
                     process_watches.c.status == WatchStatus.WATCHING,
                 )
                 .values(
-                    status=status, outcome=outcome(watch, status, look, moment), ended_at=moment
+                    status=status,
+                    outcome=outcome(watch, status, Look(status), moment),
+                    ended_at=moment,
                 )
             )
-            return await self._get_in(conn, watch_id)
+            return await self._get_in(conn, watch_id) if ended.rowcount == 1 else None
+
+    async def abandon_for_run(self, run_id: int) -> int:
+        """Stop looking at every process its run was waiting on (the run was cancelled)."""
+        query = select(process_watches.c.id).where(
+            process_watches.c.run_id == run_id, process_watches.c.status == WatchStatus.WATCHING
+        )
+        async with self.store.read() as conn:
+            ids = list((await conn.execute(query)).scalars())
+        return sum([await self.abandon(watch_id) is not None for watch_id in ids])
 
     async def prune(self, ended_before: datetime, *, limit: int) -> int:
         """Forget at most ``limit`` watches that ended before ``ended_before``."""
@@ -205,23 +215,31 @@ class ProcessWatches:
         async with self.store.read() as conn:
             return await self._get_in(conn, watch_id)
 
-    async def owed_to(self, run_id: int, *, after: int = 0) -> ProcessWatch | None:
-        """The watch this run asked for and has not yet been continued with (the newest with
-        an id above ``after``, the last one it was given), whether it has ended or not."""
+    async def owed(self, run_id: int, *, after: int = 0) -> list[ProcessWatch]:
+        """The watches this run asked for and has not yet been given the outcome of (ids above
+        ``after``, the last one it was given), ended or not, oldest first."""
         query = (
             select(process_watches)
             .where(process_watches.c.run_id == run_id, process_watches.c.id > after)
-            .order_by(process_watches.c.id.desc())
-            .limit(1)
+            .order_by(process_watches.c.id)
+        )
+        async with self.store.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [ProcessWatch.from_row(row) for row in rows]
+
+    async def waiting_for(self, run_id: int) -> ProcessWatch | None:
+        """The watch this run has running, if any (a run has one at a time)."""
+        query = select(process_watches).where(
+            process_watches.c.run_id == run_id, process_watches.c.status == WatchStatus.WATCHING
         )
         async with self.store.read() as conn:
             row = (await conn.execute(query)).first()
         return ProcessWatch.from_row(row) if row else None
 
-    async def watching(self) -> list[ProcessWatch]:
+    async def watching(self, limit: int = 100) -> list[ProcessWatch]:
         query = select(process_watches).where(process_watches.c.status == WatchStatus.WATCHING)
         async with self.store.read() as conn:
-            rows = (await conn.execute(query.order_by(process_watches.c.id))).all()
+            rows = (await conn.execute(query.order_by(process_watches.c.id).limit(limit))).all()
         return [ProcessWatch.from_row(row) for row in rows]
 
     async def _get_in(self, conn, watch_id: int) -> ProcessWatch | None:

@@ -181,8 +181,13 @@ def process_watch(options: dict[str, Any]) -> ProcessWatchSpec:
     }
     every = _seconds("every", options.get("every", DEFAULT_EVERY), MIN_EVERY, MAX_EVERY)
     timeout = _seconds("timeout", options.get("timeout", 10), 0.1, MAX_TIMEOUT, whole=False)
-    if timeout > every:
-        raise MonitorRefused("timeout", f"must not be longer than the interval ({every} s)")
+    runs = 1 + len(commands)  # a look runs its commands one after the other
+    if timeout * runs > every:
+        raise MonitorRefused(
+            "timeout",
+            f"a look runs {runs} commands of up to {timeout:g} s each, longer than the interval "
+            f"({every} s): give a shorter timeout or a longer every",
+        )
     if "deadline" not in options:
         raise MonitorRefused("deadline", "say how long to watch at most, such as 30m or 2h")
     deadline = _seconds("deadline", options["deadline"], MIN_DEADLINE, MAX_DEADLINE)

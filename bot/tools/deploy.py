@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def explainers(platform: Platform) -> dict[str, Explainer]:
     """The card for deploy.run shows what the recipe runs, not only its name."""
 
-    def what_runs(args: dict) -> str | None:
+    def what_runs(args: dict, caller: Caller) -> str | None:
         recipe = platform.config.current().recipes.get(args.get("recipe"))
         return recipe.shown() if recipe is not None else None
 

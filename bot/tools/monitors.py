@@ -10,6 +10,8 @@ names the field. A monitor an agent made says so (``source``: ``agent:<slug>``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import MonitorRefused, ToolRefused
@@ -17,7 +19,7 @@ from bot.monitors import specs
 from bot.monitors.monitor import Monitor, MonitorKind
 
 if TYPE_CHECKING:
-    from bot.actions.call import Caller, ToolFunction, Vetter
+    from bot.actions.call import Caller, Explainer, ToolFunction, Vetter
     from bot.core import Platform
 
 
@@ -40,18 +42,21 @@ def vetters(platform: Platform) -> dict[str, Vetter]:
     """A monitor or a process watch an agent asks for is checked field by field before its
     card is made: the owner is never asked to approve what would be refused afterwards."""
 
-    def watch(args: dict, caller: Caller) -> str | None:
+    async def watch(args: dict, caller: Caller) -> str | None:
         return _problem(lambda: _spec(MonitorKind(args["kind"]), args["target"], args))
 
-    def watch_command(args: dict, caller: Caller) -> str | None:
+    async def watch_command(args: dict, caller: Caller) -> str | None:
         return _problem(lambda: _spec(MonitorKind.CMD, args["command"], args))
 
-    def watch_process(args: dict, caller: Caller) -> str | None:
+    async def watch_process(args: dict, caller: Caller) -> str | None:
         if caller.run_id is None:
             return (
                 "run: only a run aegis started can be continued when the process ends; ask for "
                 "the watch from within a run (/run)"
             )
+        busy = await platform.monitors.processes.waiting_for(caller.run_id)
+        if busy is not None:
+            return f"run: run #{caller.run_id} already waits on process watch #{busy.id}"
         return _problem(lambda: specs.process_watch(args))
 
     return {
@@ -59,6 +64,24 @@ def vetters(platform: Platform) -> dict[str, Vetter]:
         "monitors.watch_command": watch_command,
         "monitors.watch_process": watch_process,
     }
+
+
+def explainers(platform: Platform) -> dict[str, Explainer]:
+    """The card for a process watch says where its commands will run: approving what you
+    cannot see is not approval."""
+
+    def where_it_runs(args: dict, caller: Caller) -> str | None:
+        return f"Its commands run in {workdir_of(platform, caller.agent)}."
+
+    return {"monitors.watch_process": where_it_runs}
+
+
+def workdir_of(platform: Platform, agent: str) -> str:
+    """Where an agent's process watch runs its commands: its workdir, else the worker's own
+    working folder."""
+    profile = platform.agents.get(agent)
+    workdir = profile.workdir if profile is not None else None
+    return str(workdir) if workdir is not None else str(Path.cwd())
 
 
 def _problem(build) -> str | None:
@@ -102,7 +125,7 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
 
     async def watch_process(args: dict, caller: Caller) -> dict:
         try:
-            spec = specs.process_watch(args)
+            spec = replace(specs.process_watch(args), workdir=workdir_of(platform, caller.agent))
             watch = await monitors.processes.start(
                 spec, agent=caller.agent, run_id=caller.run_id, chat_id=caller.chat_id
             )
@@ -112,6 +135,7 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
             "watch": watch.id,
             "name": watch.name,
             "every_seconds": spec.every_seconds,
+            "runs_in": spec.workdir,
             "deadline": watch.deadline_at.isoformat(timespec="seconds"),
             "next": "End your turn now. When the process passes, fails or reaches its deadline, "
             "aegis continues this run with the outcome; do not check on it yourself.",

@@ -184,6 +184,10 @@ CODEX = CliSpec(
         "--skip-git-repo-check",
         "--sandbox",
         "read-only",
+        # Said again as config, which ``codex exec resume`` reads too (a resumed session must
+        # stay read-only whatever its options parse, openai/codex#40149).
+        "-c",
+        'sandbox_mode="read-only"',
         "-c",
         'approval_policy="never"',
         "-c",

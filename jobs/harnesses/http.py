@@ -83,14 +83,17 @@ class HttpHarness:
             if ctx.agent.instructions.strip():
                 messages.append({"role": "system", "content": ctx.agent.instructions})
             messages.append({"role": "user", "content": ctx.request})
-        if ctx.resumed_with:  # back from a process it asked aegis to watch: it hears how it ended
-            messages.append({"role": "user", "content": ctx.state.pop(RESUME)})
-            await ctx.checkpoint()
         async with aiohttp.ClientSession() as session:
             while True:
                 last = messages[-1]
                 if _is_assistant(last) and not last.get("tool_calls"):
-                    return (last.get("content") or "").strip() or "The model answered no text."
+                    if not ctx.resumed_with:
+                        return (last.get("content") or "").strip() or "The model answered no text."
+                    # Back from a process it asked aegis to watch: it hears how it ended once
+                    # its turn is over (never between a call and its result).
+                    messages.append({"role": "user", "content": ctx.state.pop(RESUME)})
+                    await ctx.checkpoint()
+                    continue
                 turns = int(ctx.state.get("turns", 0))
                 if turns >= self.max_turns:  # its last calls are not made: it never sees them
                     return _bounded(self.max_turns, offer, last)

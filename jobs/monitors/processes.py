@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import dramatiq
 
 from bot.errors import AegisError, BrokerError
 from bot.monitors.process_watch import Look, ProcessWatchSpec, WatchStatus
 from jobs.broker import require_broker
+from jobs.harness import CONTINUE_ACTOR
 from jobs.monitors.probes import PerLoop, cmd
 from jobs.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)
-CONTINUE_ACTOR = "run_agent"
 
 
 @dramatiq.actor(queue_name="default", max_retries=0)
@@ -40,21 +41,22 @@ async def check_process(watch_id: int) -> dict:
 
 
 async def look(spec: ProcessWatchSpec) -> Look:
-    """Run the watch's commands once: what they say about the process now."""
-    done = await cmd.run(spec.done, spec.timeout_seconds)
+    """Run the watch's commands once, in its workdir: what they say about the process now."""
+    workdir = Path(spec.workdir) if spec.workdir else None
+    done = await cmd.run(spec.done, spec.timeout_seconds, workdir)
     if done.problem is not None:
         return Look(WatchStatus.BROKEN, detail=f"the done command: {done.problem}")
     if done.code == 0:
         return Look(WatchStatus.PASSED, detail=done.last_line or None)
     if spec.fail is not None:
-        failed = await cmd.run(spec.fail, spec.timeout_seconds)
+        failed = await cmd.run(spec.fail, spec.timeout_seconds, workdir)
         if failed.problem is not None:
             return Look(WatchStatus.BROKEN, detail=f"the fail command: {failed.problem}")
         if failed.code == 0:
             return Look(WatchStatus.FAILED, detail=failed.last_line or None)
     progress = None
     if spec.progress is not None:
-        shown = await cmd.run(spec.progress, spec.timeout_seconds)
+        shown = await cmd.run(spec.progress, spec.timeout_seconds, workdir)
         progress = shown.problem or shown.last_line or "(no output)"
     return Look(WatchStatus.WATCHING, progress=progress)
 

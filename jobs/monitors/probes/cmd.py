@@ -52,15 +52,17 @@ class Ran:
     problem: str | None = None
 
 
-async def run(command: str, ceiling: float) -> Ran:
-    """Run a command line once, as ``check`` does, for what else watches commands (a process
-    watch, jobs/monitors/processes.py)."""
-    argv, problem = _argv(command)
+async def run(command: str, ceiling: float, workdir: Path | None = None) -> Ran:
+    """Run a command line once, as ``check`` does, in ``workdir`` (else the worker's own
+    working folder), for what else watches commands (a process watch,
+    jobs/monitors/processes.py)."""
+    folder = workdir or Path.cwd()
+    argv, problem = _argv(command, folder)
     if problem is not None:
         return Ran(None, "", problem)
     try:
         async with asyncio.timeout(ceiling):
-            code, output = await _run(argv)
+            code, output = await _run(argv, folder)
     except TimeoutError:
         return Ran(None, f"(did not finish within {ceiling:g} s)")
     except OSError as exc:
@@ -69,14 +71,17 @@ async def run(command: str, ceiling: float) -> Ran:
     return Ran(code, _last_line(text) if text.strip() else "")
 
 
-def _argv(command: str) -> tuple[list[str], str | None]:
+def _argv(command: str, workdir: Path | None = None) -> tuple[list[str], str | None]:
     try:
         argv = shlex.split(command)
     except ValueError as exc:  # "No closing quotation"
         return [], f"the command line cannot be read: {exc}"
     if not argv:
         return [], "the command line is empty"
-    if shutil.which(argv[0]) is None:
+    program = argv[0]
+    if "/" in program and workdir is not None:  # ./build.sh: found where it runs
+        program = str(workdir / program)
+    if shutil.which(program) is None:
         return [], f"program not found: {argv[0]}"
     return argv, None
 
@@ -86,8 +91,8 @@ def _not_started(argv: list[str], exc: OSError) -> str:
     return f"{argv[0]} could not be started: {exc.strerror or exc}"
 
 
-async def _run(argv: list[str]) -> tuple[int, CappedOutput]:
-    process = await _started(argv)
+async def _run(argv: list[str], workdir: Path | None = None) -> tuple[int, CappedOutput]:
+    process = await _started(argv, workdir or Path.cwd())
     output = CappedOutput(OUTPUT_KEEP)
     reader = asyncio.create_task(_read(process.stdout, output))
     try:
@@ -99,8 +104,8 @@ async def _run(argv: list[str]) -> tuple[int, CappedOutput]:
     return process.returncode, output
 
 
-async def _started(argv: list[str]) -> asyncio.subprocess.Process:
-    spawn = asyncio.ensure_future(_spawn(argv))
+async def _started(argv: list[str], workdir: Path) -> asyncio.subprocess.Process:
+    spawn = asyncio.ensure_future(_spawn(argv, workdir))
     try:
         return await asyncio.shield(spawn)
     except asyncio.CancelledError:
@@ -140,8 +145,8 @@ async def _reaped(process: asyncio.subprocess.Process) -> None:
             await kill_group(process, grace=0)
 
 
-async def _spawn(argv: list[str]) -> asyncio.subprocess.Process:
-    return await start(argv, Path.cwd())  # its own process group, killed as one
+async def _spawn(argv: list[str], workdir: Path) -> asyncio.subprocess.Process:
+    return await start(argv, workdir)  # its own process group, killed as one
 
 
 async def _read(stream: asyncio.StreamReader, output: CappedOutput) -> None:

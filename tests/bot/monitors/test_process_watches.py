@@ -45,6 +45,11 @@ class Enqueued(list):
         ({"done": "make 'check", "deadline": "1h"}, "done", "quote is not closed"),
         ({"done": "true", "fail": "", "deadline": "1h"}, "fail", "in quotes"),
         ({"done": "true", "deadline": "1h", "every": "10s", "timeout": "20s"}, "timeout", "10 s"),
+        (
+            {"done": "a", "fail": "b", "progress": "c", "every": "20s", "deadline": "1h"},
+            "timeout",
+            "a look runs 3 commands of up to 10 s each",
+        ),
     ],
 )
 def test_what_an_agent_asks_for_is_refused_naming_the_field(args, field, says):
@@ -95,7 +100,7 @@ async def test_a_watch_goes_on_with_its_progress_then_passes_once(watches):
     assert passed.ended_it and passed.watch.status is WatchStatus.PASSED
     assert passed.watch.checks == 3 and passed.watch.ended_at == moment
     assert "it passed after 4 min" in passed.watch.outcome
-    assert "Last line: built" in passed.watch.outcome
+    assert 'Its last line of output (quoted): "built"' in passed.watch.outcome
     assert await watches.record(watch.id, Look(WatchStatus.FAILED), moment) is None
     assert await watches.enqueue_due(Enqueued(), moment + timedelta(hours=1)) == 0
 
@@ -121,7 +126,7 @@ async def test_at_its_deadline_a_watch_that_neither_passed_nor_failed_times_out(
     )
     assert late.ended_it and late.watch.status is WatchStatus.TIMED_OUT
     assert "neither passed nor failed by its deadline" in late.watch.outcome
-    assert "Last progress: 95%" in late.watch.outcome
+    assert 'The last progress line (quoted): "95%"' in late.watch.outcome
 
 
 async def test_racing_looks_end_a_watch_exactly_once(watches):
@@ -131,13 +136,26 @@ async def test_racing_looks_end_a_watch_exactly_once(watches):
     assert sum(1 for r in results if r is not None and r.ended_it) == 1
 
 
-async def test_what_a_run_is_owed_is_its_newest_watch_it_was_not_given(watches):
-    assert await watches.owed_to(7) is None
+async def test_what_a_run_is_owed_is_every_watch_it_was_not_given_and_a_cancel_stops_them(
+    watches,
+):
+    assert await watches.owed(7) == []
     first = await start(watches)
-    assert (await watches.owed_to(7)).id == first.id
+    assert [w.id for w in await watches.owed(7)] == [first.id]
+    assert (await watches.waiting_for(7)).id == first.id
     await watches.record(first.id, Look(WatchStatus.PASSED), T0)
+    assert await watches.waiting_for(7) is None
     second = await start(watches)
-    assert (await watches.owed_to(7, after=first.id)).id == second.id
-    assert await watches.owed_to(7, after=second.id) is None
-    abandoned = await watches.abandon(second.id)
+    assert [w.id for w in await watches.owed(7)] == [first.id, second.id]
+    assert [w.id for w in await watches.owed(7, after=first.id)] == [second.id]
+    assert await watches.owed(7, after=second.id) == []
+    assert await watches.abandon_for_run(7) == 1
+    abandoned = await watches.get(second.id)
     assert abandoned.status is WatchStatus.ABANDONED and "its run ended" in abandoned.outcome
+    assert await watches.abandon(second.id) is None  # over already: nothing more to stop
+
+
+async def test_two_calls_of_one_run_at_once_start_one_watch(watches):
+    results = await asyncio.gather(*(start(watches) for _ in range(4)), return_exceptions=True)
+    assert sum(not isinstance(r, Exception) for r in results) == 1
+    assert all(isinstance(r, MonitorRefused) for r in results if isinstance(r, Exception))
