@@ -1,10 +1,10 @@
 """Monitors: the rows, what declares them (chat, aegis.yaml, an agent), their slots, and what
 the owner's buttons do to them.
 
-The clock claims the slots due within a second (``enqueue_due``, rows read locked so a second
-clock by mistake claims none twice) and sends them to the workers with their specs; a worker
-probes and hands the results to ``record_many``, which bot/monitors/checks.py carries out:
-the verdict (bot/monitors/monitor.py), and the incident it opens, reminds about or closes
+The clock claims the slots due within the next few seconds (``enqueue_due``, rows read locked
+so a second clock by mistake claims none twice) and sends them to the workers with their specs;
+a worker probes and hands the results to ``record_many``, which bot/monitors/checks.py carries
+out: the verdict (bot/monitors/monitor.py), and the incident it opens, reminds about or closes
 (bot/monitors/incidents.py).
 """
 
@@ -39,7 +39,13 @@ logger = logging.getLogger(__name__)
 CHAT, FILE = "chat", "file"
 Enqueue = Callable[..., Awaitable[None]]
 CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
-LOOKAHEAD = timedelta(seconds=1)  # slots claimed this long before they are due
+# The clock claims slots once the soonest is WAKE_AHEAD away, and then every slot due within
+# CLAIM_AHEAD: a message to the workers every few seconds rather than every second, which is
+# most of what a check costs beyond its request (bench/monitors.py). The worker waits for each
+# slot to the millisecond, so lateness does not change; a worker lost meanwhile loses at most
+# those seconds of checks (the next slots check again).
+WAKE_AHEAD = timedelta(seconds=1)
+CLAIM_AHEAD = timedelta(seconds=5)
 KEEP_HOURS = timedelta(days=8)  # uptime rows: the 7 days /monitors shows, and a day's margin
 KEEP_WATCHES = timedelta(days=30)  # process watches, once over
 PRUNE_BATCH = 1000  # process watches a pass forgets at most
@@ -156,11 +162,15 @@ class Monitors:
     # The clock's part
 
     async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
-        """Claim every slot due within ``LOOKAHEAD`` and enqueue their checks, a message per
-        hundred, each slot with its monitor's spec; returns how many. The worker waits for each
-        slot to the millisecond, so the clock need not wake for every one. A claimed slot moves
-        to the next slot ahead, so after downtime a monitor gets one check, never a burst."""
+        """Once the soonest slot is within ``WAKE_AHEAD``, claim every slot due within
+        ``CLAIM_AHEAD`` and enqueue their checks, a message per hundred, each slot with its
+        monitor's spec; returns how many. The worker waits for each slot to the millisecond,
+        so the clock need not wake for every one. A claimed slot moves to the next slot ahead,
+        so after downtime a monitor gets one check, never a burst."""
         moment = moment or now()
+        soonest = await self._soonest()
+        if soonest is None or soonest > moment + WAKE_AHEAD:
+            return 0
         claimed, moves = [], []
         async with self.store.write() as conn:
             # Locked as read (FOR UPDATE on Postgres; SQLite has one writer): a second clock by
@@ -169,7 +179,7 @@ class Monitors:
                 select(monitors.c.id, monitors.c.spec, monitors.c.next_check_at)
                 .where(
                     monitors.c.paused.is_(False),
-                    monitors.c.next_check_at <= moment + LOOKAHEAD,
+                    monitors.c.next_check_at <= moment + CLAIM_AHEAD,
                 )
                 .with_for_update()
             )
@@ -184,13 +194,16 @@ class Monitors:
         return len(claimed)
 
     async def seconds_until_next(self, *, ceiling: float) -> float:
-        """How long the clock may sleep: until the soonest slot comes within ``LOOKAHEAD``."""
-        query = select(func.min(monitors.c.next_check_at)).where(monitors.c.paused.is_(False))
-        async with self.store.read() as conn:
-            soonest = (await conn.execute(query)).scalar_one_or_none()
+        """How long the clock may sleep: until the soonest slot comes within ``WAKE_AHEAD``."""
+        soonest = await self._soonest()
         if soonest is None:
             return ceiling
-        return max(0.0, min(ceiling, (soonest - LOOKAHEAD - now()).total_seconds()))
+        return max(0.0, min(ceiling, (soonest - WAKE_AHEAD - now()).total_seconds()))
+
+    async def _soonest(self) -> datetime | None:
+        query = select(func.min(monitors.c.next_check_at)).where(monitors.c.paused.is_(False))
+        async with self.store.read() as conn:
+            return (await conn.execute(query)).scalar_one_or_none()
 
     # What a check's result changes
 

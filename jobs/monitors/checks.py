@@ -1,13 +1,13 @@
 """Monitor checks on the worker.
 
-The clock sends the slots due within a second in ``check_monitors`` messages (each slot with
-its monitor's spec). The actor starts every check on this worker's event loop as a task of its
-own that waits for its slot and probes under its own hard timeout, and it returns at once: a
-check may take its whole timeout (10 s by default), and a worker thread held that long would
-leave deliveries waiting behind a few stalled targets. The results are recorded in batches, one
-transaction for all that finished within ``RECORD_EVERY`` (at once after a failed one). The
-price is that a worker killed mid-check loses those checks, never an alert: the next slot
-checks again, and what a check decided is committed with its messages in the outbox before
+The clock sends the slots due within the next few seconds in ``check_monitors`` messages (each
+slot with its monitor's spec). The actor starts every check on this worker's event loop as a
+task of its own that waits for its slot and probes under its own hard timeout, and it returns at
+once: a check may take its whole timeout (10 s by default), and a worker thread held that long
+would leave deliveries waiting behind a few stalled targets. The results are recorded in
+batches, one transaction for all that finished within ``RECORD_EVERY`` (at once after a failed
+one). The price is that a worker killed mid-check loses those checks, never an alert: the next
+slot checks again, and what a check decided is committed with its messages in the outbox before
 anything is sent.
 """
 
@@ -35,7 +35,9 @@ logger = logging.getLogger(__name__)
 # Seconds a good check waits for others to share its transaction: one check a transaction costs
 # four times what eight do (bench/monitors.py). A failed check is recorded at once.
 RECORD_EVERY = 0.5
-MAX_EARLY = 5.0  # a slot further ahead than this (clocks apart) is checked then, not later
+# A slot further ahead than this (the clock's claim window and a margin: clocks apart) is
+# checked then, not later.
+MAX_EARLY = 10.0
 
 
 # On the default queue: it only starts the checks, and a queue of its own would add two more
@@ -65,7 +67,7 @@ class _Batch:
         task.add_done_callback(self.running.discard)
 
     async def _check(self, platform, monitor_id: int, slot: datetime, spec: MonitorSpec) -> None:
-        # The clock claims slots a moment ahead (bot/monitors/monitors.py, LOOKAHEAD).
+        # The clock claims slots seconds ahead (bot/monitors/monitors.py, CLAIM_AHEAD).
         early = (slot - now()).total_seconds()
         if early > 0:
             await asyncio.sleep(min(early, MAX_EARLY))

@@ -207,6 +207,30 @@ async def test_after_downtime_each_monitor_is_checked_once_on_its_wall_clock_slo
         assert offset % 60 == (monitor.id * 7919) % 60  # anchored: its phase, not the check time
 
 
+async def test_the_clock_claims_a_few_seconds_of_slots_at_once_once_the_first_is_near(monitors):
+    """One message every few seconds, not one a second: the worker waits for each slot."""
+    for number in range(3):
+        await monitors.watch(MonitorSpec(f"m{number}", MonitorKind.TCP, f"h{number}:80"))
+    enqueued = []
+
+    async def enqueue(actor, due):
+        enqueued.append(due)
+
+    start = T0 + timedelta(days=400)
+    await monitors.enqueue_due(enqueue, start)  # the first checks, at once
+    slots = sorted(m.next_check_at for m in await monitors.all())  # :57, :58 and :59
+    assert [s.second for s in slots] == [57, 58, 59]
+    enqueued.clear()
+    assert await monitors.enqueue_due(enqueue, slots[0] - timedelta(seconds=3)) == 0  # not near
+    assert await monitors.enqueue_due(enqueue, slots[0] - timedelta(seconds=1)) == 3
+    [due] = enqueued
+    assert sorted(datetime.fromisoformat(check[1]) for check in due) == slots  # each its own
+    assert await monitors.enqueue_due(enqueue, slots[0]) == 0  # claimed: never twice
+    assert sorted(m.next_check_at for m in await monitors.all()) == [
+        slot + timedelta(minutes=1) for slot in slots
+    ]
+
+
 async def test_monitors_shows_a_monitor_not_checked_for_three_intervals_as_stale(monitors):
     from bot.chat.views.monitors import monitors_view
 
