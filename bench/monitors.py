@@ -11,8 +11,10 @@ same time and against the same target:
   of bot/monitors/monitor.py);
 - aegis: ``aegis up`` in emulator mode on a fresh data dir, whose aegis.yaml starts empty (idle
   RSS is sampled then) and is then given the N monitors, ``every: <interval>``; the clock
-  reconciles them, claims the slots due within a second and sends them to the worker, which
-  waits for each slot and probes.
+  reconciles them, claims the slots due within the next seconds and sends them to the worker,
+  which waits for each slot and probes;
+- its idle twin: a second ``aegis up`` that is never given a monitor, measured over the same
+  window, so that what the monitors cost is told apart from what aegis costs anyway.
 
 After a warm-up of one interval, both are measured over ``--seconds``: the checks the target saw,
 the CPU seconds (user + system) of each side's processes (aegis's with its embedded Redis), aegis's
@@ -130,8 +132,9 @@ class Side:
     cpu_seconds: float
     lateness_ms: list[float]
     extra_rss_mb: float | None = None
-    idle_cpu_seconds: float = 0.0  # what the same window would have cost with no monitor
+    idle_cpu_seconds: float = 0.0  # the idle rate measured before, over the same window's length
     redis_cpu_seconds: float = 0.0  # of cpu_seconds, the embedded Redis's share
+    twin_cpu_seconds: float = 0.0  # the idle twin's CPU over the same window
 
     @property
     def cpu_ms_per_check(self) -> float:
@@ -141,6 +144,28 @@ class Side:
     def above_idle_ms_per_check(self) -> float:
         spent = self.cpu_seconds - self.idle_cpu_seconds
         return spent * 1000 / self.checks if self.checks else float("nan")
+
+    @property
+    def above_twin_ms_per_check(self) -> float:
+        spent = self.cpu_seconds - self.twin_cpu_seconds
+        return spent * 1000 / self.checks if self.checks else float("nan")
+
+
+def start_aegis(directory: Path, port: int, log: Path | None) -> subprocess.Popen:
+    """``aegis up`` in emulator mode on ``directory``'s data dir and aegis.yaml."""
+    environment = bench_environment(
+        AEGIS_DATA_DIR=str(directory / ".aegis"),
+        AEGIS_PORT=str(port),
+        AEGIS_MCP_PORT=str(free_port()),
+        AEGIS_LOG_LEVEL="WARNING",
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "aegis.cli", "up"],
+        cwd=directory,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w") if log else subprocess.DEVNULL,
+    )
 
 
 def spawn(*arguments: str, log: Path | None = None) -> subprocess.Popen:
@@ -226,24 +251,22 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
     config = directory / "aegis.yaml"
     config.write_text("{}\n")
     port = free_port()
-    environment = bench_environment(
-        AEGIS_DATA_DIR=str(data_dir),
-        AEGIS_PORT=str(port),
-        AEGIS_MCP_PORT=str(free_port()),
-        AEGIS_LOG_LEVEL="WARNING",
-    )
+    twin_dir = directory / "twin"
+    twin_dir.mkdir()
+    (twin_dir / "aegis.yaml").write_text("{}\n")
     processes: list[subprocess.Popen] = []
     try:
         processes.append(spawn("_target", str(target_port)))
-        aegis = subprocess.Popen(
-            [sys.executable, "-m", "aegis.cli", "up"],
-            cwd=directory,
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=open(args.aegis_log, "w"),
-        )
+        aegis = start_aegis(directory, port, args.aegis_log)
         processes.append(aegis)
+        # The idle twin: a second aegis up that never gets a monitor, measured over the same
+        # window, so what the monitors cost is told apart from what aegis costs anyway under
+        # the same load (an idle rate taken earlier drifts with the machine).
+        twin_port = free_port()
+        twin = start_aegis(twin_dir, twin_port, None)
+        processes.append(twin)
         await wait_healthy(port, aegis)
+        await wait_healthy(twin_port, twin)
         await asyncio.sleep(SETTLE_SECONDS)
         idle_cpu = cpu_seconds(aegis_pids(aegis, data_dir))
         await asyncio.sleep(IDLE_SECONDS)
@@ -266,14 +289,16 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
         await asyncio.sleep(args.interval)
 
         pids = aegis_pids(aegis, data_dir)
+        twin_pids = aegis_pids(twin, twin_dir / ".aegis")
         redis = [pid for pid in pids if pid != aegis.pid and pid not in children(aegis)]
         start = time.time()
         aegis_cpu, baseline_cpu = cpu_seconds(pids), cpu_seconds([baseline.pid])
-        redis_cpu = cpu_seconds(redis)
+        redis_cpu, twin_cpu = cpu_seconds(redis), cpu_seconds(twin_pids)
         await asyncio.sleep(args.seconds)
         end = time.time()
         aegis_cpu = cpu_seconds(pids) - aegis_cpu
         redis_cpu = cpu_seconds(redis) - redis_cpu
+        twin_cpu = cpu_seconds(twin_pids) - twin_cpu
         baseline_cpu = cpu_seconds([baseline.pid]) - baseline_cpu
         extra_rss = rss_mb(aegis_pids(aegis, data_dir)) - idle_rss
         baseline_rss = rss_mb([baseline.pid])
@@ -292,6 +317,7 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
         for process in reversed(processes):
             stop(process)
         EmbeddedRedis(data_dir).stop()  # a daemon: stopped here whatever aegis up did
+        EmbeddedRedis(twin_dir / ".aegis").stop()
 
     window = (start, end)
     aegis_late = lateness(stamps, AEGIS_AGENT, ids, args.interval, window)
@@ -306,6 +332,7 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
             extra_rss,
             idle_cpu * (end - start),
             redis_cpu,
+            twin_cpu,
         ),
         baseline_rss,
         card_latency,
@@ -369,8 +396,15 @@ def report(args, baseline: Side, aegis: Side, baseline_rss: float, cards: list) 
     print(f"\nCPU per check, aegis / baseline: {ratio:.2f} (target ≤ 2)")
     above = aegis.above_idle_ms_per_check / baseline.cpu_ms_per_check
     print(
-        f"  the same with aegis's idle CPU ({aegis.idle_cpu_seconds:.2f} s over the window) "
-        f"taken out: {aegis.above_idle_ms_per_check:.3f} ms per check, {above:.2f} x the baseline"
+        f"  the same with aegis's idle rate from before ({aegis.idle_cpu_seconds:.2f} s over the "
+        f"window) taken out: {aegis.above_idle_ms_per_check:.3f} ms per check, {above:.2f} x "
+        "the baseline"
+    )
+    twin = aegis.above_twin_ms_per_check / baseline.cpu_ms_per_check
+    print(
+        f"  the same with the idle twin's CPU over the same window "
+        f"({aegis.twin_cpu_seconds:.2f} s) taken out: {aegis.above_twin_ms_per_check:.3f} ms "
+        f"per check, {twin:.2f} x the baseline"
     )
     print(f"aegis RSS above idle: {aegis.extra_rss_mb:.1f} MB (target ≤ 40 MB)")
     print(f"aegis slot lateness p99: {p99:.0f} ms (target ≤ 1000 ms)")
