@@ -10,6 +10,7 @@ cleanly on SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -60,6 +61,33 @@ def start(settings: Settings, namespace: str, log: Path) -> subprocess.Popen:
         stderr=log.open("a"),
         text=True,
     )
+
+
+class Workers:
+    """Worker processes a test starts (``await workers.start()``) and may kill; whatever is
+    still running at ``close`` is stopped."""
+
+    def __init__(self, settings: Settings, namespace: str, log: Path) -> None:
+        self.settings, self.namespace, self.log = settings, namespace, log
+        self.started: list[subprocess.Popen] = []
+
+    async def start(self) -> subprocess.Popen:
+        import asyncio
+
+        process = start(self.settings, self.namespace, self.log)
+        self.started.append(process)
+        await asyncio.to_thread(wait_ready, process)
+        return process
+
+    def close(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(20)
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def wait_ready(process: subprocess.Popen) -> None:

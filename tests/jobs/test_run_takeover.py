@@ -12,7 +12,6 @@ the clock is read once (the step that had finished is not done again), and the r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import subprocess
 
 import pytest
@@ -64,25 +63,14 @@ async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
 @pytest.fixture
 def workers(stack, redis_namespace, tmp_path):
     """Start worker processes; any still running at the end is stopped."""
-    started: list[subprocess.Popen] = []
-    log = tmp_path / "workers.log"
+    started = worker_process.Workers(stack.settings, redis_namespace, tmp_path / "workers.log")
 
     async def start() -> subprocess.Popen:
-        process = worker_process.start(stack.settings, redis_namespace, log)
-        started.append(process)
-        await asyncio.to_thread(worker_process.wait_ready, process)
-        return process
+        return await started.start()
 
-    start.log = log
+    start.log = started.log
     yield start
-    for process in started:
-        if process.poll() is None:
-            process.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(20)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    started.close()
 
 
 async def the_run(stack):
