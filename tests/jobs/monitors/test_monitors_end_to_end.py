@@ -217,12 +217,15 @@ async def test_a_recovery_edit_telegram_refuses_with_500_arrives_later_exactly_o
     assert edits[0].attempts >= 3
 
 
-async def test_telegram_down_across_five_changes_delivers_all_in_order_none_doubled(stack, target):
+@pytest.mark.parametrize("status", [502, 429])  # a gateway down; flood control (retry_after)
+async def test_telegram_down_across_five_changes_delivers_all_in_order_none_doubled(
+    stack, target, status
+):
     monitors = stack.services.platform.monitors
     async with clock(stack):
         await answer_to(stack, f"/watch {target['url']} every 10s fail 1 recover 1", "^Watching")
         await monitor_in(stack, "up")
-        await stack.emulator.outage(502, "sendMessage", "editMessageText")
+        await stack.emulator.outage(status, "sendMessage", "editMessageText")
         for healthy, state in [(False, "down"), (True, "up")] * 2 + [(False, "down")]:
             target["healthy"] = healthy
             await monitors.check_now(1)
