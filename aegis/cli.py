@@ -8,7 +8,7 @@ import os
 import sys
 
 from bot.config.settings import Settings, load_settings
-from bot.errors import AegisError, ConfigError
+from bot.errors import AegisError, AlreadyRunning, ConfigError
 
 DESCRIPTION = """\
 aegis: your personal agent platform, driven from Telegram.
@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         return dispatch(args, settings)
+    except AlreadyRunning as exc:
+        print(f"aegis: {exc}", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print(f"aegis: configuration problem: {exc}", file=sys.stderr)
         return 2

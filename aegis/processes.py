@@ -10,6 +10,7 @@ import threading
 import dramatiq
 from aiohttp import web
 
+from aegis import instance
 from aegis.botapi.endpoint import chat_page_url
 from aegis.clock import run_clock
 from aegis.runtime import RedisTarget, open_broker, open_store, resolve_redis
@@ -77,7 +78,9 @@ async def serve_up(settings: Settings, target: RedisTarget, stop: asyncio.Event)
 
 
 def run_async_process(name: str, settings: Settings, serve) -> int:
-    """Run one of the serve_* coroutines until SIGINT or SIGTERM."""
+    """Run one of the serve_* coroutines until SIGINT or SIGTERM; first of all, hold this data
+    dir's lock for the role (aegis/instance.py), so a second one starts nothing."""
+    instance.hold_for(name, settings)
     target = resolve_redis(settings)
 
     async def main() -> None:

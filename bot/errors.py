@@ -21,6 +21,10 @@ class ConfigError(AegisError):
     """Raised when a setting is missing, malformed or contradicts another one."""
 
 
+class AlreadyRunning(ConfigError):
+    """Raised when another aegis process already serves this data dir in the same role."""
+
+
 # -- the store and the broker ------------------------------------------------------------------
 
 

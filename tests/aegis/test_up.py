@@ -90,3 +90,55 @@ async def test_up_runs_everything_answers_ping_and_stops_cleanly(tmp_path):
     assert not EmbeddedRedis(data_dir).is_running()
     assert key not in output.replace(chat_url, "")  # the key appears only in the announced URL
     assert (data_dir / "secrets" / "emulator-token").read_text() not in output
+
+
+async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_loses_nothing(
+    tmp_path,
+):
+    port = free_port()
+    log = tmp_path / "up.log"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")}
+    with open(log, "w") as output:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "aegis.cli", "up"],
+            cwd=tmp_path,
+            env={**environment, "AEGIS_PORT": str(port)},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        chat_url = await wait_for_chat_url(first, log)
+        for command in ("up", "web", "clock"):  # other ports: only the data dir is shared
+            second = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "aegis.cli", command],
+                cwd=tmp_path,
+                env={**environment, "AEGIS_PORT": str(free_port())},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert second.returncode == 2, second.stderr
+            [sentence] = second.stderr.strip().splitlines()
+            assert sentence.startswith(
+                f"aegis: another aegis already runs on the data dir {tmp_path / '.aegis'} "
+            )
+            assert f"as pid {first.pid} (aegis up)" in sentence
+            assert f"its chat page is {chat_url}." in sentence
+            assert second.stdout == ""
+        # The first goes on answering, its replies delivered to its own chat.
+        key = chat_url.split("key=", 1)[1]
+        client = EmulatorClient(f"http://127.0.0.1:{port}/emulator", key)
+        for _ in range(3):
+            sent = await client.send_message("/ping")
+            [pong] = await client.wait_for_bot_messages(
+                DEFAULT_USER["id"], 1, after=sent["message"]["message_id"], timeout=15
+            )
+            assert pong["text"].startswith("pong from worker")
+    finally:
+        first.send_signal(signal.SIGTERM)
+        returncode = await asyncio.to_thread(first.wait, 30)
+    assert returncode == 0, log.read_text()
+    lock = tmp_path / ".aegis" / "web.lock"
+    assert oct(lock.stat().st_mode & 0o777) == "0o600"
+    assert "key" not in lock.read_text()  # where it listens and who it is: no secret
