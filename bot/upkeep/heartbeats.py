@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, insert, select, update
 
-from bot.store.database import Store
+from bot.store.database import Store, serialize_on
 from bot.store.tables import heartbeats
 from bot.timeutil import now
 
@@ -37,6 +37,7 @@ class Heartbeats:
     async def beat(self, process: str, kind: str, started_at: datetime) -> None:
         moment = now()
         async with self.store.write() as conn:
+            await serialize_on(conn, f"heartbeat:{process}")  # update-or-insert, one at a time
             seen = await conn.execute(
                 update(heartbeats).where(heartbeats.c.process_id == process).values(seen_at=moment)
             )

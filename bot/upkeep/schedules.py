@@ -24,7 +24,7 @@ from sqlalchemy import delete, func, insert, or_, select, update
 
 from bot.agents.agent_run import ACTIVE, RunState
 from bot.agents.profiles import ScheduleSpec
-from bot.store.database import Store
+from bot.store.database import Store, serialize_on
 from bot.store.tables import agent_runs, schedules
 from bot.timeutil import now
 
@@ -121,6 +121,9 @@ class Schedules:
     async def seed(self, wanted: Iterable[Schedule]) -> None:
         """Add schedules that are missing; an existing row keeps its on/off switch."""
         async with self.store.write() as conn:
+            # Two clocks starting at once (by mistake, on two machines): one seeds, the other
+            # then finds the rows, instead of failing on the second insert.
+            await serialize_on(conn, "schedules:seed")
             existing = set((await conn.execute(select(schedules.c.name))).scalars())
             for schedule in wanted:
                 if schedule.name in existing:
