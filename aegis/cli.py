@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import sys
+from importlib import metadata
 
 from bot.config.settings import Settings, load_settings
 from bot.errors import AegisError, AlreadyRunning, ConfigError
@@ -50,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aegis", description=DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"aegis {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (summary, details) in COMMANDS.items():
         commands.add_parser(name, help=summary, description=details)
     db = commands.add_parser("db", help="database maintenance", description="Database commands.")
@@ -92,11 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    try:
+        return metadata.version("aegis")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     # PTB 22 warns on every RetryAfter that ``retry_after`` becomes a timedelta in its next
     # major version, from inside its own constructor; aegis reads either form, so opt in.
     os.environ.setdefault("PTB_TIMEDELTA", "1")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # plain `aegis`: what it can do, not an error
+        parser.print_help()
+        return 0
     try:
         settings = load_settings()
         return dispatch(args, settings)

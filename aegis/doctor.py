@@ -13,6 +13,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from telegram.error import InvalidToken, NetworkError, TelegramError
 
+from aegis import instance
 from aegis.botapi.endpoint import make_bot
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot.agents.profiles import AgentProfile
@@ -31,7 +32,8 @@ class Finding:
 
 
 async def diagnose(settings: Settings) -> list[Finding]:
-    findings = [_data_dir(settings), _bind(settings), *_telegram_settings(settings)]
+    findings = [_data_dir(settings), _bind(settings), _ports(settings)]
+    findings += _telegram_settings(settings)
     findings.append(await _database(settings))
     findings.append(_redis(settings))
     if settings.telegram_token is not None:
@@ -49,6 +51,16 @@ def _data_dir(settings: Settings) -> Finding:
     if not os.access(directory, os.W_OK):
         return Finding(False, f"The data dir {directory} is not writable. Set AEGIS_DATA_DIR.")
     return Finding(True, f"Data dir {directory.resolve()} is writable.")
+
+
+def _ports(settings: Settings) -> Finding:
+    running = instance.holder(settings, "web")
+    if running is not None:
+        return Finding(True, f"aegis is running here ({running}); its ports are its own.")
+    taken = instance.ports_taken(settings)
+    if taken:
+        return Finding(False, " ".join(sentence + "." for sentence in taken))
+    return Finding(True, f"Ports {settings.port} (web) and {settings.mcp_port} (MCP) are free.")
 
 
 def _bind(settings: Settings) -> Finding:

@@ -15,14 +15,16 @@ page (the holder writes where it listens into its lock file; the file holds no s
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import socket
 from pathlib import Path
 
 from aegis.botapi.endpoint import EMULATOR_PREFIX, emulator_key
 from bot.config.settings import Settings
-from bot.errors import AlreadyRunning
+from bot.errors import AlreadyRunning, ConfigError
 
 ROLES = {"up": ("web", "clock"), "web": ("web",), "clock": ("clock",)}
 _held: list[int] = []  # the locks' descriptors, open for the life of the process
@@ -50,16 +52,66 @@ def _take(settings: Settings, role: str, command: str) -> None:
     _held.append(descriptor)
 
 
-def _refusal(settings: Settings, path: Path) -> str:
-    holder: dict = {}
+def holder(settings: Settings, role: str) -> str | None:
+    """Who holds the data dir's lock for ``role`` ("pid 12 (aegis up)"), or None."""
+    path = settings.data_dir / f"{role}.lock"
+    if not path.exists():
+        return None
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _who(path)
+    finally:
+        os.close(descriptor)  # a lock taken here to look is let go at once
+    return None
+
+
+def _who(path: Path) -> str:
+    written = _written(path)
+    return f"pid {written.get('pid', '?')} ({written.get('command', 'aegis')})"
+
+
+def _written(path: Path) -> dict:
     with contextlib.suppress(OSError, ValueError):
-        holder = json.loads(path.read_text(encoding="utf-8") or "{}")
-    who = f"pid {holder.get('pid', '?')} ({holder.get('command', 'aegis')})"
+        return json.loads(path.read_text(encoding="utf-8") or "{}")
+    return {}
+
+
+def _refusal(settings: Settings, path: Path) -> str:
+    written = _written(path)
+    who = _who(path)
     sentence = f"another aegis already runs on the data dir {settings.data_dir.resolve()} as {who}"
-    if settings.uses_emulator and holder.get("web"):
-        page = f"{holder['web']}{EMULATOR_PREFIX}/chat?key={emulator_key(settings)}"
+    if settings.uses_emulator and written.get("web"):
+        page = f"{written['web']}{EMULATOR_PREFIX}/chat?key={emulator_key(settings)}"
         sentence += f"; its chat page is {page}"
     return sentence + ". Stop it first, or start this one with another AEGIS_DATA_DIR."
+
+
+def ports_taken(settings: Settings) -> list[str]:
+    """The ports ``aegis up``/``aegis web`` would listen on that another program holds, each as
+    a sentence naming its setting."""
+    wanted = [("AEGIS_PORT", settings.host, settings.port)]
+    wanted.append(("AEGIS_MCP_PORT", "127.0.0.1", settings.mcp_port))
+    taken = []
+    for name, host, port in wanted:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                why = (
+                    "is taken by another program" if exc.errno == errno.EADDRINUSE else exc.strerror
+                )
+                taken.append(f"{name}={port} on {host} {why}; choose another with {name}")
+    return taken
+
+
+def refuse_taken_ports(settings: Settings) -> None:
+    """Before anything starts: a port that cannot be had is named, never a traceback later."""
+    taken = ports_taken(settings)
+    if taken:
+        raise ConfigError(" ".join(sentence + "." for sentence in taken))
 
 
 def release_all() -> None:

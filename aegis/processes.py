@@ -81,6 +81,8 @@ def run_async_process(name: str, settings: Settings, serve) -> int:
     """Run one of the serve_* coroutines until SIGINT or SIGTERM; first of all, hold this data
     dir's lock for the role (aegis/instance.py), so a second one starts nothing."""
     instance.hold_for(name, settings)
+    if name in ("up", "web"):
+        instance.refuse_taken_ports(settings)
     target = resolve_redis(settings)
 
     async def main() -> None:

@@ -46,8 +46,8 @@ class Settings(BaseSettings):
         None, description="Set it and the bot registers a webhook instead of long polling."
     )
     host: str = Field("127.0.0.1", description="Web server address.")
-    port: int = Field(8742, description="Web server port.")
-    mcp_port: int = Field(8743, description="MCP server port, loopback only.")
+    port: int = Field(8742, ge=1, le=65535, description="Web server port.")
+    mcp_port: int = Field(8743, ge=1, le=65535, description="MCP server port, loopback only.")
     mcp_hold_seconds: float = Field(
         25.0,
         gt=0,

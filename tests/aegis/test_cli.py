@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -40,10 +42,39 @@ def test_every_subcommand_has_help_that_says_what_it_does(tmp_path, args):
     assert len(description.split()) >= 5, result.stdout
 
 
-def test_no_command_is_a_usage_error(tmp_path):
+def test_plain_aegis_prints_its_help_and_version_says_which(tmp_path):
     result = run([], tmp_path)
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.startswith("usage: aegis") and "aegis up" in result.stdout
+    version = run(["--version"], tmp_path)
+    assert version.returncode == 0
+    assert version.stdout.strip() == f"aegis {metadata.version('aegis')}"
+
+
+@pytest.mark.parametrize("command", ["doctor", "up"])
+@pytest.mark.parametrize(("variable", "value"), [("AEGIS_PORT", "99999"), ("AEGIS_MCP_PORT", "0")])
+def test_a_port_out_of_range_is_named_and_nothing_starts(tmp_path, command, variable, value):
+    result = run([command], tmp_path, **{variable: value})
     assert result.returncode == 2
-    assert "COMMAND" in result.stderr
+    assert f"{variable}: Input should be" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / ".aegis").exists()
+
+
+def test_a_port_another_program_holds_is_named_by_doctor_and_refused_by_up(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = str(holder.getsockname()[1])
+        doctor = run(["doctor"], tmp_path, AEGIS_MCP_PORT=port)
+        assert doctor.returncode == 1
+        assert f"AEGIS_MCP_PORT={port} on 127.0.0.1 is taken by another program" in doctor.stdout
+        up = run(["up"], tmp_path, AEGIS_PORT=port)
+    assert up.returncode == 2
+    [sentence] = up.stderr.strip().splitlines()
+    assert f"AEGIS_PORT={port} on 127.0.0.1 is taken by another program" in sentence
+    assert "choose another with AEGIS_PORT" in sentence
+    assert not (tmp_path / ".aegis" / "redis").exists()  # refused before anything started
 
 
 def test_bad_setting_names_the_variable_and_changes_nothing(tmp_path):

@@ -126,6 +126,16 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
             assert f"as pid {first.pid} (aegis up)" in sentence
             assert f"its chat page is {chat_url}." in sentence
             assert second.stdout == ""
+        doctor = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "aegis.cli", "doctor"],
+            cwd=tmp_path,
+            env={**environment, "AEGIS_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert f"aegis is running here (pid {first.pid} (aegis up))" in doctor.stdout
         # The first goes on answering, its replies delivered to its own chat.
         key = chat_url.split("key=", 1)[1]
         client = EmulatorClient(f"http://127.0.0.1:{port}/emulator", key)
