@@ -10,7 +10,6 @@ from datetime import timedelta
 
 import pyotp
 import pytest
-from aiohttp import web
 from sqlalchemy import select, update
 
 from bot.chat.outbox import Outbox
@@ -26,11 +25,11 @@ from tests.helpers.runs import buttons, message_with, tap
 from tests.helpers.stack import (
     OWNER_CHAT,
     eventually,
-    free_port,
     make_settings,
     running_clock,
     running_stack,
 )
+from tests.helpers.target import health_target
 
 AGENTS = """\
 agents:
@@ -47,25 +46,8 @@ agents:
 @pytest.fixture
 async def target():
     """A site whose health the test decides."""
-    state = {"healthy": True, "hits": 0}
-
-    async def health(request: web.Request) -> web.Response:
-        state["hits"] += 1
-        if state["healthy"]:
-            return web.Response(text="all good")
-        return web.Response(status=503, text="down for maintenance")
-
-    app = web.Application()
-    app.router.add_get("/health", health)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    state["url"] = f"http://127.0.0.1:{port}/health"
-    try:
+    async with health_target() as state:
         yield state
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture

@@ -9,45 +9,21 @@ import asyncio
 import signal
 
 import pytest
-from aiohttp import web
 from sqlalchemy import select
 
 from bot.store.tables import incidents
 from tests.helpers import worker_process
 from tests.helpers.runs import message_with
-from tests.helpers.stack import eventually, free_port, make_settings, running_clock, running_stack
+from tests.helpers.stack import eventually, make_settings, running_clock, running_stack
+from tests.helpers.target import health_target
 
 STALL = 4.0  # seconds a check of the stalled target is held in flight: the kill lands in there
 
 
 @pytest.fixture
 async def target():
-    """A site whose health the test decides; ``stall`` holds each answer open a while."""
-    state = {"healthy": False, "stall": False, "hits": 0, "in_flight": 0}
-
-    async def health(request: web.Request) -> web.Response:
-        state["hits"] += 1
-        if state["stall"]:
-            state["in_flight"] += 1
-            try:
-                await asyncio.sleep(STALL)
-            finally:
-                state["in_flight"] -= 1
-        if state["healthy"]:
-            return web.Response(text="all good")
-        return web.Response(status=503, text="down for maintenance")
-
-    app = web.Application()
-    app.router.add_get("/health", health)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    state["url"] = f"http://127.0.0.1:{port}/health"
-    try:
+    async with health_target(healthy=False, stall=STALL) as state:
         yield state
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture
