@@ -163,8 +163,8 @@ class Runner:
             self.run.id, after=ctx.state.get(WATCHED, 0)
         )
         if owed:  # it asked aegis to watch a process: it goes on when that ends
-            running = [watch for watch in owed if not watch.status.is_over]
-            return await self._park_on_watch(ctx, (running or owed)[-1])
+            going = [watch for watch in owed if not watch.status.is_over]
+            return await self._park_on_watch(ctx, (going or owed)[-1])
         return await self._end(ctx, RunState.COMPLETED, result=str(result))
 
     async def _give_outcomes(self, ctx: RunContext) -> None:
@@ -342,10 +342,9 @@ async def _stop(work: asyncio.Task) -> None:
 
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def sweep_runs(schedule: str = "") -> dict:
-    """Enqueue again every run nobody is working on (a killed worker, a lost message), and
-    wake every run still parked on a card settled (or a process watch ended) a while ago (a
-    lost wake-up), and finish
-    telling the end of runs whose worker died right after they ended."""
+    """Enqueue again every run nobody is working on (a killed worker, a lost message), wake
+    every run still parked on a card settled (or a process watch ended) a while ago (a lost
+    wake-up), and finish telling the end of runs whose worker died right after they ended."""
     platform = (await resources()).platform
     stale_after = timedelta(seconds=platform.settings.run_heartbeat_timeout)
     adrift = await platform.runs.adrift(stale_after=stale_after, queued_for=stale_after)
