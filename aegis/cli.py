@@ -39,6 +39,12 @@ COMMANDS = {
         "The Procfile's `clock`: reads the schedules table and enqueues what is due. It never "
         "runs the work itself. Run exactly one per deployment.",
     ),
+    "open": (
+        "print the chat page's address again (and a QR code)",
+        "Prints the address of the chat page of the aegis running on this data dir, with its "
+        "key, and a QR code of it when a phone can reach it. Exits 1 when aegis is not running "
+        "here or talks to the real Telegram (then open your chat with the bot).",
+    ),
     "doctor": (
         "check the configuration and every connection",
         "Checks settings, the data dir, the database, Redis and Telegram, and names each "
@@ -150,6 +156,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return processes.run_worker_process(settings)
     if args.command == "doctor":
         return run_doctor(settings)
+    if args.command == "open":
+        return run_open(settings, sys.stdout)
     if args.command == "db":
         return run_db_upgrade(settings)
     if args.command == "agent":
@@ -159,6 +167,32 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     from aegis.totp import init_totp
 
     return init_totp(settings, rotate=args.rotate, out=sys.stdout)
+
+
+def run_open(settings: Settings, out) -> int:
+    from aegis import instance
+    from aegis.totp import qr_text
+    from bot.config.settings import is_loopback
+
+    if not settings.uses_emulator:
+        out.write(
+            "aegis talks to Telegram with AEGIS_TELEGRAM_TOKEN: open your chat with the bot in "
+            "Telegram. There is no chat page.\n"
+        )
+        return 1
+    page = instance.chat_page(settings)
+    if page is None:
+        out.write(
+            f"aegis is not running on the data dir {settings.data_dir.resolve()}: start it with "
+            "`aegis up`, which prints the chat page's address.\n"
+        )
+        return 1
+    out.write(f"The chat page: {page}\n")
+    if is_loopback(settings.host):
+        out.write("It listens on this machine only (AEGIS_HOST); open it in a browser here.\n")
+    else:
+        out.write("\n" + qr_text(page))
+    return 0
 
 
 def run_doctor(settings: Settings) -> int:

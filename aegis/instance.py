@@ -88,6 +88,16 @@ def _refusal(settings: Settings, path: Path) -> str:
     return sentence + ". Stop it first, or start this one with another AEGIS_DATA_DIR."
 
 
+def chat_page(settings: Settings) -> str | None:
+    """The chat page of the aegis running on this data dir (where its web process said it
+    listens), or None when none runs here."""
+    path = settings.data_dir / "web.lock"
+    if holder(settings, "web") is None:
+        return None
+    web = _written(path).get("web") or settings.web_url
+    return f"{web}{EMULATOR_PREFIX}/chat?key={emulator_key(settings)}"
+
+
 def ports_taken(settings: Settings) -> list[str]:
     """The ports ``aegis up``/``aegis web`` would listen on that another program holds, each as
     a sentence naming its setting."""

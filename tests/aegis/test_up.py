@@ -136,6 +136,17 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
             timeout=60,
         )
         assert f"aegis is running here (pid {first.pid} (aegis up))" in doctor.stdout
+        opened = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "aegis.cli", "open"],
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert opened.returncode == 0
+        assert opened.stdout.startswith(f"The chat page: {chat_url}\n")  # the address again
         # The first goes on answering, its replies delivered to its own chat.
         key = chat_url.split("key=", 1)[1]
         client = EmulatorClient(f"http://127.0.0.1:{port}/emulator", key)
@@ -149,6 +160,15 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
         first.send_signal(signal.SIGTERM)
         returncode = await asyncio.to_thread(first.wait, 30)
     assert returncode == 0, log.read_text()
+    closed = subprocess.run(
+        [sys.executable, "-m", "aegis.cli", "open"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert closed.returncode == 1 and "aegis is not running on the data dir" in closed.stdout
     lock = tmp_path / ".aegis" / "web.lock"
     assert oct(lock.stat().st_mode & 0o777) == "0o600"
     assert "key" not in lock.read_text()  # where it listens and who it is: no secret
