@@ -39,6 +39,12 @@ COMMANDS = {
         "The Procfile's `clock`: reads the schedules table and enqueues what is due. It never "
         "runs the work itself. Run exactly one per deployment.",
     ),
+    "status": (
+        "what /status shows, from the shell: processes, queues, outbox, latest jobs",
+        "Reads the database and the broker of this data dir (starting nothing) and prints the "
+        "processes alive, the queues' depths, the outbox, the latest jobs and schedule warnings, "
+        "as /status does in chat. Exits 1 when aegis never ran here or the database is unreadable.",
+    ),
     "open": (
         "print the chat page's address again (and a QR code)",
         "Prints the address of the chat page of the aegis running on this data dir, with its "
@@ -156,6 +162,10 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return processes.run_worker_process(settings)
     if args.command == "doctor":
         return run_doctor(settings)
+    if args.command == "status":
+        from aegis.status import run_status
+
+        return run_status(settings, sys.stdout)
     if args.command == "open":
         return run_open(settings, sys.stdout)
     if args.command == "db":

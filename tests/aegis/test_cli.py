@@ -192,3 +192,12 @@ def test_agent_token_for_an_unknown_agent_names_the_known_ones(tmp_path):
     result = run(["agent", "token", "nobody"], tmp_path)
     assert result.returncode == 1 and result.stdout == ""
     assert "no agent is called 'nobody'" in result.stderr and "coder" in result.stderr
+
+
+def test_status_where_aegis_never_ran_says_so_and_starts_nothing(tmp_path):
+    result = run(["status"], tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"aegis has not run on the data dir {tmp_path / '.aegis'} yet")
+    assert not (tmp_path / ".aegis").exists()
+    opened = run(["open"], tmp_path)
+    assert opened.returncode == 1 and "start it with `aegis up`" in opened.stdout

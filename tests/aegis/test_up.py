@@ -147,6 +147,19 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
         )
         assert opened.returncode == 0
         assert opened.stdout.startswith(f"The chat page: {chat_url}\n")  # the address again
+        shown = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "aegis.cli", "status"],
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith(f"aegis runs here: pid {first.pid} (aegis up).")
+        assert "Queues: default " in shown.stdout and "Broker: the embedded Redis" in shown.stdout
+        assert "web: " in shown.stdout and "worker: " in shown.stdout  # processes alive
         # The first goes on answering, its replies delivered to its own chat.
         key = chat_url.split("key=", 1)[1]
         client = EmulatorClient(f"http://127.0.0.1:{port}/emulator", key)
@@ -169,6 +182,17 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
         timeout=60,
     )
     assert closed.returncode == 1 and "aegis is not running on the data dir" in closed.stdout
+    after = subprocess.run(
+        [sys.executable, "-m", "aegis.cli", "status"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert after.stdout.startswith("No aegis web process runs here.")
+    assert "Queues: broker unreachable" in after.stdout  # its Redis was not started to look
+    assert not EmbeddedRedis(tmp_path / ".aegis").is_running()
     lock = tmp_path / ".aegis" / "web.lock"
     assert oct(lock.stat().st_mode & 0o777) == "0o600"
     assert "key" not in lock.read_text()  # where it listens and who it is: no secret
