@@ -45,6 +45,12 @@ COMMANDS = {
         "processes alive, the queues' depths, the outbox, the latest jobs and schedule warnings, "
         "as /status does in chat. Exits 1 when aegis never ran here or the database is unreadable.",
     ),
+    "logs": (
+        "print the end of aegis up's log file (-f: follow it)",
+        "Prints the last lines of the log file `aegis up` writes in the data dir (aegis.log, "
+        "rotated at 5 MB, three kept). -f keeps printing new lines until Ctrl-C. The Procfile's "
+        "processes log to their process manager instead (journalctl).",
+    ),
     "open": (
         "print the chat page's address again (and a QR code)",
         "Prints the address of the chat page of the aegis running on this data dir, with its "
@@ -66,7 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aegis {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (summary, details) in COMMANDS.items():
-        commands.add_parser(name, help=summary, description=details)
+        command = commands.add_parser(name, help=summary, description=details)
+        if name == "logs":
+            command.add_argument("-f", "--follow", action="store_true", help="keep printing")
+            command.add_argument(
+                "-n", "--lines", type=int, default=50, help="how many lines (default 50)"
+            )
     db = commands.add_parser("db", help="database maintenance", description="Database commands.")
     db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
     db_commands.add_parser(
@@ -145,7 +156,7 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     from aegis import processes
     from aegis.runtime import setup_logging
 
-    setup_logging(settings)
+    setup_logging(settings, to_file=args.command == "up")
     if args.command in ("up", "web"):
         settings.check_bind()
     if args.command in ("up", "web", "worker"):
@@ -166,6 +177,10 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from aegis.status import run_status
 
         return run_status(settings, sys.stdout)
+    if args.command == "logs":
+        from aegis.logs import print_logs
+
+        return print_logs(settings, sys.stdout, lines=args.lines, follow=args.follow)
     if args.command == "open":
         return run_open(settings, sys.stdout)
     if args.command == "db":

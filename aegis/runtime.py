@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass
+from logging.handlers import RotatingFileHandler
 
 from dramatiq.brokers.redis import RedisBroker
 
@@ -19,13 +21,38 @@ from jobs.broker import queue_depths
 QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "telegram.Bot", "telegram.ext", "alembic")
 
 
-def setup_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_FILE = "aegis.log"  # in the data dir, written by `aegis up`
+LOG_BYTES = 5 * 1024 * 1024  # rotated at this size, keeping LOG_KEEP older files
+LOG_KEEP = 3
+
+
+def setup_logging(settings: Settings, *, to_file: bool = False) -> None:
+    """Log to stderr; ``to_file`` (``aegis up``, which often outlives its terminal) also to a
+    rotated file in the data dir, mode 0600, that ``aegis logs`` reads. The Procfile's processes
+    log to stderr only: their process manager keeps it (and one file cannot be rotated safely
+    by several processes)."""
+    logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
+    if to_file:
+        path = settings.ensure_data_dir() / LOG_FILE
+        handler = _PrivateRotatingFile(path, maxBytes=LOG_BYTES, backupCount=LOG_KEEP)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        logging.getLogger().addHandler(handler)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class _PrivateRotatingFile(RotatingFileHandler):
+    """A rotated log file readable by its owner alone, the first file and every later one."""
+
+    def _open(self):
+        return open(  # noqa: SIM115 (the handler keeps it open)
+            self.baseFilename,
+            self.mode,
+            encoding=self.encoding,
+            errors=self.errors,
+            opener=lambda path, flags: os.open(path, flags, 0o600),
+        )
 
 
 @dataclass

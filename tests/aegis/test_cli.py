@@ -201,3 +201,31 @@ def test_status_where_aegis_never_ran_says_so_and_starts_nothing(tmp_path):
     assert not (tmp_path / ".aegis").exists()
     opened = run(["open"], tmp_path)
     assert opened.returncode == 1 and "start it with `aegis up`" in opened.stdout
+
+
+def test_logs_prints_the_end_of_up_s_log_and_follows_it_across_a_rotation(tmp_path):
+    assert run(["logs"], tmp_path).returncode == 1  # no aegis up ever ran here: said so
+    log = tmp_path / ".aegis" / "aegis.log"
+    log.parent.mkdir()
+    log.write_text("".join(f"line {n}\n" for n in range(100)))
+    result = run(["logs", "-n", "3"], tmp_path)
+    assert (result.returncode, result.stdout) == (0, "line 97\nline 98\nline 99\n")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")}
+    follower = subprocess.Popen(
+        [*AEGIS, "logs", "-f", "-n", "1"],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout.readline() == "line 99\n"
+        with log.open("a") as file:
+            file.write("appended\n")
+        assert follower.stdout.readline() == "appended\n"
+        log.rename(log.with_suffix(".log.1"))  # rotated, as the handler does
+        log.write_text("after the rotation\n")
+        assert follower.stdout.readline() == "after the rotation\n"
+    finally:
+        follower.terminate()
+        follower.wait(10)
