@@ -67,7 +67,8 @@ async def test_up_runs_everything_answers_ping_and_stops_cleanly(tmp_path):
     try:
         chat_url = await wait_for_chat_url(process, log)
         assert chat_url.startswith(f"http://127.0.0.1:{port}/emulator/chat?key=")
-        await eventually(lambda: healthy(f"http://127.0.0.1:{port}/healthz"), timeout=15)
+        # A loaded machine may take a while to reach the emulator and the MCP port.
+        await eventually(lambda: healthy(f"http://127.0.0.1:{port}/healthz"), timeout=45)
         key = chat_url.split("key=", 1)[1]
         client = EmulatorClient(f"http://127.0.0.1:{port}/emulator", key)
         sent = await client.send_message("/ping")
