@@ -33,7 +33,7 @@ async def serve_web(
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()
-    _announce(settings)
+    _announce(settings, target)
     try:
         await stop.wait()
     finally:
@@ -119,11 +119,24 @@ async def _migrate_only(settings: Settings) -> None:
     await store.close()
 
 
-def _announce(settings: Settings) -> None:
+def _announce(settings: Settings, target: RedisTarget) -> None:
+    """What runs where, and what to try first, once the web server listens (a terminal's
+    first screen; the log has the same without the chat page's key)."""
     logger.info("web server on %s", settings.web_url)
+    database = "a database at AEGIS_DATABASE_URL" if settings.database_url else "SQLite"
+    where = [
+        f"  Data dir:   {settings.data_dir.resolve()} ({database}; Redis: {target.description})",
+        f"  MCP:        http://127.0.0.1:{settings.mcp_port}/mcp for coding agents "
+        "(aegis agent token SLUG)",
+    ]
     if settings.uses_emulator:
-        print(
-            "\n  aegis is running with the built-in Telegram emulator (no AEGIS_TELEGRAM_TOKEN).\n"
-            f"  Open the chat page: {chat_page_url(settings)}\n",
-            flush=True,
-        )
+        head = [
+            "  aegis is running with the built-in Telegram emulator (no AEGIS_TELEGRAM_TOKEN).",
+            f"  Open the chat page: {chat_page_url(settings)}",
+        ]
+        first = "send /help in the chat page, then /demo"
+    else:
+        head = ["  aegis is running as your Telegram bot."]
+        first = "send /help to the bot in Telegram, then /demo"
+    tips = f"  Try first:  {first}; `aegis status` and `aegis logs` from a shell."
+    print("\n" + "\n".join([*head, "", *where, tips]) + "\n", flush=True)

@@ -90,6 +90,10 @@ async def test_up_runs_everything_answers_ping_and_stops_cleanly(tmp_path):
     assert (data_dir / "aegis.sqlite3").exists()
     assert not EmbeddedRedis(data_dir).is_running()
     assert key not in output.replace(chat_url, "")  # the key appears only in the announced URL
+    # What runs where and what to try first, on the terminal's first screen.
+    assert f"Data dir:   {tmp_path / '.aegis'} (SQLite; Redis: embedded " in output
+    assert "/mcp for coding agents (aegis agent token SLUG)" in output
+    assert "Try first:  send /help in the chat page, then /demo" in output
     written = (data_dir / "aegis.log").read_text()  # aegis up's own log file, for `aegis logs`
     assert "web server on" in written and key not in written
     assert oct((data_dir / "aegis.log").stat().st_mode & 0o777) == "0o600"
