@@ -8,7 +8,8 @@ from __future__ import annotations
 from bot.agents.profiles import AgentProfile, HarnessKind
 from bot.errors import HarnessFailed
 from jobs.harness import Harness
-from jobs.harnesses.cli import CLIS, CliHarness
+from jobs.harnesses.cli import CliHarness
+from jobs.harnesses.cli_specs import CLIS
 from jobs.harnesses.http import WorkerHttpHarness
 from jobs.harnesses.script import ScriptHarness
 

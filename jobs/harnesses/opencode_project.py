@@ -1,6 +1,6 @@
 """A project's own OpenCode configuration must not widen what OpenCode's built-in tools may do.
 
-aegis gives OpenCode a configuration that denies its mutating built-ins (jobs/harnesses/cli.py),
+aegis gives OpenCode a configuration that denies its mutating built-ins (harnesses/cli_specs.py),
 but OpenCode merges configs key by key and a project's file is read after the one aegis points
 it at. So before an OpenCode run, every config it would read from the working directory up to
 the project's git root is looked at, and a run whose project sets permissions, tools, agents,

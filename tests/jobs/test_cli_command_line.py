@@ -13,12 +13,8 @@ import pytest
 
 from bot.agents.profiles import HarnessKind
 from bot.errors import HarnessFailed
-from jobs.harnesses.cli import (
-    CLAUDE_DENIED_TOOLS,
-    CLIS,
-    OPENCODE_PERMISSION,
-    _command,
-)
+from jobs.harnesses.cli import _command
+from jobs.harnesses.cli_specs import CLAUDE_DENIED_TOOLS, CLIS, OPENCODE_PERMISSION
 from jobs.harnesses.opencode_project import refuse_widening_config
 from tests.helpers.cli_harness import profile
 

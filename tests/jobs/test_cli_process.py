@@ -20,8 +20,9 @@ import pytest
 
 from bot.agents.profiles import HarnessKind
 from jobs.harnesses import cli_process
-from jobs.harnesses.cli import CLIS, _command
+from jobs.harnesses.cli import _command
 from jobs.harnesses.cli_process import CliProcess, _lines
+from jobs.harnesses.cli_specs import CLIS
 from jobs.harnesses.cli_streams import ClaudeStream
 from tests.helpers.cli_harness import FAKES, gone, profile
 from tests.helpers.stack import eventually

@@ -1,0 +1,240 @@
+"""How each coding CLI is driven headless: ``CliSpec`` (data, never a branch on a name) and the
+specs of Claude Code, Codex and OpenCode, each with the vendor's documented reasons for its
+flags and config: how it is made headless, how it reaches aegis's MCP server, how its own
+mutating built-ins are turned off, and how a session is resumed. The harness that runs them is
+jobs/harnesses/cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.agents.profiles import CLI_COMMANDS, HarnessKind
+from bot.tools.declarations import PROMPT_TOOL
+from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream, StreamReader
+from jobs.harnesses.opencode_project import refuse_widening_config
+
+MCP_SERVER_NAME = "aegis"  # how each CLI names aegis's MCP server (Claude's tools: mcp__aegis__*)
+# The name of a variable (not a secret): a CLI that reads its bearer token from the environment.
+TOKEN_ENV = "AEGIS_MCP_TOKEN"  # noqa: S105
+
+
+@dataclass(frozen=True)
+class CliSpec:
+    """How one vendor's CLI is run headless. Strings may hold placeholders, filled per run:
+    ``{model}``, ``{instructions}``, ``{instructions_toml}`` (a TOML string),
+    ``{instructions_file}``, ``{mcp_url}``, ``{mcp_url_toml}``, ``{config_file}``, and
+    ``{token}``, which only ``config`` and ``env`` may hold, never the command line."""
+
+    # the CLI's own name (bot/agents/profiles.py), used when the agent names no command
+    executable: str
+    args: tuple[str, ...]  # headless, JSON stream, the request read from stdin
+    reader: type[StreamReader]
+    model_args: tuple[str, ...] = ()  # added when the agent names a model
+    instructions_args: tuple[str, ...] = ()  # added when the agent has instructions
+    mcp_args: tuple[str, ...] = ()
+    prompt_args: tuple[str, ...] = ()  # last on a new session's command line
+    resume_args: tuple[str, ...] = ()  # last when a session ({session}) is resumed instead
+    config: Mapping[str, Any] | None = None  # written as JSON to {config_file}, mode 0600
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Called with the workdir before anything is started; raises HarnessFailed to refuse it.
+    preflight: Callable[[Path], None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.executable
+
+
+# Claude Code: ``claude -p`` prints one answer and exits; stream-json needs --verbose in print
+# mode. The prompt is read from stdin when none is given. --mcp-config takes a JSON file of
+# {"mcpServers": {name: {"type": "http", "url", "headers"}}}; --strict-mcp-config ignores every
+# other MCP server. --allowedTools only ADDS to what runs without a prompt and restricts nothing
+# (anthropics/claude-code#62608): the owner's ~/.claude/settings.json allow rules (Bash(*), …)
+# would still apply. Deny rules win over allow rules from every settings source, in every mode
+# ("deny -> ask -> allow, the first matching rule wins, so deny rules always take precedence",
+# code.claude.com/docs/en/permissions; a bare tool name in --disallowedTools removes the tool
+# from Claude's context, code.claude.com/docs/en/agent-sdk/permissions). So the built-ins that
+# change something or reach out are denied by name: those the tools reference marks "permission
+# required" (code.claude.com/docs/en/tools-reference: Bash, PowerShell, Edit, Write,
+# NotebookEdit, WebFetch, WebSearch, Artifact, which publishes to claude.ai), MultiEdit (older
+# releases' edit tool), and Task/Agent, which start subagents (fail closed: no second context
+# whose tools we do not list). Read, Grep, Glob and LS stay: the docs call them read-only;
+# but not inside aegis's data dir, which holds its secrets: a Read deny rule on it (an absolute
+# path is written with //) also governs Grep, Glob and LS (code.claude.com/docs/en/permissions).
+# --permission-mode default: never acceptEdits or bypassPermissions; headless, a tool that would
+# ask is refused. mcp__aegis is allowed without a prompt: aegis's gate decides each call.
+# --permission-prompt-tool names the MCP tool Claude asks about any other built-in (one neither
+# allowed nor denied here, such as one a later release adds): aegis's gate decides it as
+# ``cli.<Name>`` (aegis/mcp/server.py), so nothing new runs unasked.
+CLAUDE_DENIED_TOOLS = (
+    "Bash",
+    "PowerShell",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "NotebookEdit",
+    "WebFetch",
+    "WebSearch",
+    "Artifact",
+    "Task",
+    "Agent",
+)
+CLAUDE_READING_TOOLS = ("Read", "Grep", "Glob", "LS")
+CLAUDE_CODE = CliSpec(
+    executable=CLI_COMMANDS[HarnessKind.CLAUDE_CODE],
+    args=("-p", "--output-format", "stream-json", "--verbose"),
+    reader=ClaudeStream,
+    model_args=("--model", "{model}"),
+    instructions_args=("--append-system-prompt", "{instructions}"),
+    mcp_args=(
+        "--mcp-config",
+        "{config_file}",
+        "--strict-mcp-config",
+        "--permission-mode",
+        "default",
+        "--disallowedTools",
+        "{claude_denied}",
+        "--allowedTools",
+        ",".join((*CLAUDE_READING_TOOLS, f"mcp__{MCP_SERVER_NAME}")),
+        "--permission-prompt-tool",
+        f"mcp__{MCP_SERVER_NAME}__{PROMPT_TOOL}",
+    ),
+    resume_args=("--resume", "{session}"),
+    config={
+        "mcpServers": {
+            MCP_SERVER_NAME: {
+                "type": "http",
+                "url": "{mcp_url}",
+                "headers": {"Authorization": "Bearer {token}"},
+            }
+        }
+    },
+)
+
+# Codex: ``codex exec --json`` prints JSONL events; ``-`` reads the prompt from stdin. It has no
+# MCP config file flag: servers are ``-c mcp_servers.<name>.*`` overrides (values are TOML),
+# and a streamable-HTTP server's token is read from the variable ``bearer_token_env_var`` names
+# (Codex refuses an inline bearer_token). ``developer_instructions`` adds the agent's own
+# instructions to Codex's. --skip-git-repo-check: the workdir aegis.yaml names is the owner's
+# choice, and need not be a git repository.
+# Its shell and its file edits run in whatever sandbox ~/.codex/config.toml sets unless told:
+# ``--sandbox read-only`` (an exec option; "read-only: the entire filesystem is read-only,
+# network blocked", enforced by Landlock/seccomp on Linux, openai/codex docs/sandbox.md) lets
+# its commands read and never write; command-line flags and -c overrides beat config.toml.
+# ``codex exec`` refuses --ask-for-approval (openai/codex#13614) and runs with approval policy
+# never anyway; ``-c approval_policy="never"`` says so explicitly, so nothing escalates out of
+# the sandbox. ``approvals_reviewer="user"``: with "auto_review" an automatic reviewer may
+# grant an escalation past --sandbox read-only (openai/codex#36570). Aegis's MCP server is
+# called by Codex itself, outside the sandbox, so its tools still reach the gate.
+CODEX = CliSpec(
+    executable=CLI_COMMANDS[HarnessKind.CODEX],
+    args=(
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "read-only",
+        # Said again as config, which ``codex exec resume`` reads too (a resumed session must
+        # stay read-only whatever its options parse, openai/codex#40149).
+        "-c",
+        'sandbox_mode="read-only"',
+        "-c",
+        'approval_policy="never"',
+        "-c",
+        'approvals_reviewer="user"',
+    ),
+    reader=CodexStream,
+    model_args=("--model", "{model}"),
+    instructions_args=("-c", "developer_instructions={instructions_toml}"),
+    mcp_args=(
+        "-c",
+        f"mcp_servers.{MCP_SERVER_NAME}.url={{mcp_url_toml}}",
+        "-c",
+        f'mcp_servers.{MCP_SERVER_NAME}.bearer_token_env_var="{TOKEN_ENV}"',
+    ),
+    prompt_args=("-",),
+    # ``codex exec [OPTIONS] resume <SESSION_ID> -``: the options stay before the subcommand
+    # (codex-rs/exec/src/cli.rs); ``-`` reads the prompt from stdin there too.
+    resume_args=("resume", "{session}", "-"),
+    env={TOKEN_ENV: "{token}"},
+)
+
+# OpenCode: ``opencode run --format json`` prints JSON events; a piped stdin is the message.
+# OPENCODE_CONFIG names an extra config file, merged over the user's: a remote MCP server is
+# {"mcp": {name: {"type": "remote", "url", "headers", "enabled"}}} (the layout of the released
+# 1.x config; V2 moves servers under mcp.servers), and "instructions" lists files added to the
+# agent's context. Models are named provider/model.
+# Its built-in tools run unasked by default ("allow" is the build agent's default for edit, bash
+# and webfetch). ``permission`` decides each tool: "allow", "ask" or "deny"; "*" covers every
+# tool and, the rules being matched in order, the last match wins, so "*" comes first; the keys
+# are read, edit (which also covers write, patch and multiedit), glob, grep, list, bash, task,
+# skill, lsp, todoread, todowrite, webfetch, websearch, codesearch, external_directory,
+# doom_loop (opencode.ai/docs/permissions; ``tools`` is the deprecated form of the same). Agent
+# entries (``agent.<name>.permission``) override the global rules for that agent. So the rules
+# deny everything and allow back only the reading tools and aegis's MCP tools (named
+# ``<server>_<tool>``; the gate decides each call), for the default agent too. Precedence
+# (opencode.ai/docs/config, "later sources override earlier ones"): remote, global
+# (~/.config/opencode), OPENCODE_CONFIG, the project's opencode.json, .opencode directories,
+# then OPENCODE_CONFIG_CONTENT, then the admin's managed config. The project file beats
+# OPENCODE_CONFIG, so the rules go in OPENCODE_CONFIG_CONTENT, which beats it; but configs are
+# merged key by key, and a project's own permission keys or agents could still come after ours,
+# so a workdir whose project config touches permissions, tools, agents or plugins is refused
+# (jobs/harnesses/opencode_project.py). The token stays in the private file, not the environment.
+OPENCODE_PERMISSION: dict[str, str] = {
+    "*": "deny",
+    "read": "allow",
+    "glob": "allow",
+    "grep": "allow",
+    "list": "allow",
+    "lsp": "allow",
+    "todoread": "allow",
+    "todowrite": "allow",
+    f"{MCP_SERVER_NAME}_*": "allow",
+    "edit": "deny",
+    "bash": "deny",
+    "webfetch": "deny",
+    "websearch": "deny",
+    "codesearch": "deny",
+    "task": "deny",
+    "external_directory": "deny",
+}
+OPENCODE_LOCKED = {
+    "permission": OPENCODE_PERMISSION,
+    "default_agent": "build",
+    "agent": {name: {"permission": OPENCODE_PERMISSION} for name in ("build", "plan")},
+}
+OPENCODE = CliSpec(
+    executable=CLI_COMMANDS[HarnessKind.OPENCODE],
+    args=("run", "--format", "json"),
+    reader=OpencodeStream,
+    model_args=("--model", "{model}"),
+    resume_args=("--session", "{session}"),
+    config={
+        "$schema": "https://opencode.ai/config.json",
+        "mcp": {
+            MCP_SERVER_NAME: {
+                "type": "remote",
+                "url": "{mcp_url}",
+                "headers": {"Authorization": "Bearer {token}"},
+                "enabled": True,
+            }
+        },
+        "instructions": ["{instructions_file}"],
+        **OPENCODE_LOCKED,
+    },
+    env={
+        "OPENCODE_CONFIG": "{config_file}",
+        "OPENCODE_CONFIG_CONTENT": json.dumps(OPENCODE_LOCKED),
+    },
+    preflight=refuse_widening_config,
+)
+
+CLIS: dict[HarnessKind, CliSpec] = {
+    HarnessKind.CLAUDE_CODE: CLAUDE_CODE,
+    HarnessKind.CODEX: CODEX,
+    HarnessKind.OPENCODE: OPENCODE,
+}
