@@ -5,23 +5,14 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from importlib import metadata
-from pathlib import Path
 
 import pytest
 
 from aegis.cli import COMMANDS
+from tests.helpers.cli import AEGIS, run_aegis
 
-AEGIS = [sys.executable, "-m", "aegis.cli"]
-
-
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")}
-    environment.update(env)
-    return subprocess.run(
-        AEGIS + args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=60
-    )
+run = run_aegis
 
 
 def test_top_level_help_lists_every_command(tmp_path):

@@ -15,6 +15,7 @@ import aiohttp
 from aegis.embedded_redis import EmbeddedRedis
 from emulator import DEFAULT_USER
 from emulator.client import EmulatorClient
+from tests.helpers.cli import run_aegis
 from tests.helpers.stack import eventually, free_port
 
 
@@ -118,13 +119,7 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
         chat_url = await wait_for_chat_url(first, log)
         for command in ("up", "web", "clock"):  # other ports: only the data dir is shared
             second = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, "-m", "aegis.cli", command],
-                cwd=tmp_path,
-                env={**environment, "AEGIS_PORT": str(free_port())},
-                capture_output=True,
-                text=True,
-                timeout=60,
+                run_aegis, [command], tmp_path, AEGIS_PORT=str(free_port())
             )
             assert second.returncode == 2, second.stderr
             [sentence] = second.stderr.strip().splitlines()
@@ -134,36 +129,12 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
             assert f"as pid {first.pid} (aegis up)" in sentence
             assert f"its chat page is {chat_url}." in sentence
             assert second.stdout == ""
-        doctor = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "aegis.cli", "doctor"],
-            cwd=tmp_path,
-            env={**environment, "AEGIS_PORT": str(port)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        doctor = await asyncio.to_thread(run_aegis, ["doctor"], tmp_path, AEGIS_PORT=str(port))
         assert f"aegis is running here (pid {first.pid} (aegis up))" in doctor.stdout
-        opened = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "aegis.cli", "open"],
-            cwd=tmp_path,
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        opened = await asyncio.to_thread(run_aegis, ["open"], tmp_path)
         assert opened.returncode == 0
         assert opened.stdout.startswith(f"The chat page: {chat_url}\n")  # the address again
-        shown = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "aegis.cli", "status"],
-            cwd=tmp_path,
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        shown = await asyncio.to_thread(run_aegis, ["status"], tmp_path)
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.startswith(f"aegis runs here: pid {first.pid} (aegis up).")
         assert "Queues: default " in shown.stdout and "Broker: the embedded Redis" in shown.stdout
@@ -181,23 +152,9 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
         first.send_signal(signal.SIGTERM)
         returncode = await asyncio.to_thread(first.wait, 30)
     assert returncode == 0, log.read_text()
-    closed = subprocess.run(
-        [sys.executable, "-m", "aegis.cli", "open"],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    closed = run_aegis(["open"], tmp_path)
     assert closed.returncode == 1 and "aegis is not running on the data dir" in closed.stdout
-    after = subprocess.run(
-        [sys.executable, "-m", "aegis.cli", "status"],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    after = run_aegis(["status"], tmp_path)
     assert after.stdout.startswith("No aegis web process runs here.")
     assert "Queues: broker unreachable" in after.stdout  # its Redis was not started to look
     assert not EmbeddedRedis(tmp_path / ".aegis").is_running()
