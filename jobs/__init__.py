@@ -17,6 +17,7 @@ ACTOR_MODULES = (
     "jobs.delegation",
     "jobs.schedules",
     "jobs.briefing",
+    "jobs.retention",
     "jobs.monitors.checks",
     "jobs.monitors.watches",
     "jobs.monitors.processes",

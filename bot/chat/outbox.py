@@ -35,10 +35,12 @@ from bot.chat.outbox_statements import (
     OLDEST_IN_CHAT_SQL,
     RECORD_LAST_PART,
     RECORD_PART,
+    UNSENT,
     claimable,
     still_held,
 )
 from bot.chat.outgoing import (
+    OWED,
     OutboxKind,
     OutboxStatus,
     OutgoingMessage,
@@ -332,6 +334,7 @@ class Outbox:
         query = (
             select(outbox.c.id)
             .where(
+                UNSENT,
                 or_(
                     and_(
                         claimable(outbox, moment),
@@ -339,7 +342,7 @@ class Outbox:
                         outbox.c.created_at < moment - older_than,
                     ),
                     and_(outbox.c.status == OutboxStatus.SENDING, outbox.c.lease_until < moment),
-                )
+                ),
             )
             .order_by(outbox.c.id)
             .limit(limit)
@@ -353,9 +356,17 @@ class Outbox:
         return dict(row._mapping) if row else None
 
     async def counts(self) -> dict[str, int]:
-        query = select(outbox.c.status, func.count()).group_by(outbox.c.status)
+        """The rows not yet sent, by status (pending, sending, failed). Sent rows are not
+        counted: there are as many as messages ever sent, until retention prunes them."""
+        query = select(outbox.c.status, func.count()).where(UNSENT).group_by(outbox.c.status)
         async with self.store.read() as conn:
             return {status: count for status, count in (await conn.execute(query)).all()}
+
+    async def oldest_owed_at(self) -> datetime | None:
+        """When the oldest row still to be sent (pending or sending) was queued; None: none."""
+        query = select(func.min(outbox.c.created_at)).where(UNSENT, outbox.c.status.in_(OWED))
+        async with self.store.read() as conn:
+            return (await conn.execute(query)).scalar()
 
     async def _finish(
         self,

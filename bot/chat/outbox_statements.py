@@ -8,10 +8,15 @@ only: elsewhere the claim itself finds nothing to take).
 
 from __future__ import annotations
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, literal_column, or_, select, update
 
 from bot.chat.outgoing import OutboxStatus, OutgoingMessage
 from bot.store.tables import outbox
+
+# The condition ix_outbox_unsent is built on, word for word: SQLite uses a partial index only for
+# a query that repeats its condition, and a bound parameter in its place would not match. A query
+# with it reads the rows not yet sent (owed or failed), never every message ever sent.
+UNSENT = outbox.c.status != literal_column("'sent'")
 
 # The chat's oldest undelivered row, for Store.read_now: what next_in_chat_of picks.
 OLDEST_IN_CHAT_SQL = (

@@ -21,6 +21,9 @@ class OutboxStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+OWED = (OutboxStatus.PENDING, OutboxStatus.SENDING)  # still to be sent
+
+
 class OutboxKind(enum.StrEnum):
     TEXT = "text"
     DOCUMENT = "document"  # a text too long for messages, sent as a .txt file

@@ -90,6 +90,19 @@ class Settings(BaseSettings):
     delegation_expensive_cap: int = Field(
         2, ge=0, description="Expensive agents' runs under way at once, across the fleet."
     )
+    keep_days: int = Field(
+        30,
+        ge=2,  # an update can come again for a day (Telegram keeps one 24 h): never forget sooner
+        le=36500,
+        description="Days to keep delivered messages, handled updates and job runs; older ones "
+        "are pruned every hour.",
+    )
+    keep_audit_days: int = Field(
+        365,
+        ge=2,
+        le=36500,
+        description="Days to keep the audit (who approved what, and every refusal).",
+    )
     config_file: Path = Field(
         Path("aegis.yaml"),
         description="Behaviour as data: your tools and agents. A missing file is fine.",

@@ -21,7 +21,8 @@ from sqlalchemy import and_, func, select
 
 from bot.agents.agent_run import ENDED, RunState
 from bot.agents.ledger import OK
-from bot.chat.outgoing import OutboxStatus
+from bot.chat.outbox_statements import UNSENT
+from bot.chat.outgoing import OWED
 from bot.interactions.interaction import OPEN
 from bot.monitors.incident import Incident, IncidentKind
 from bot.monitors.incidents import Asked
@@ -43,7 +44,6 @@ UNDELIVERED_CARD_FOR = timedelta(hours=1)
 MODEL_SILENT_FOR = timedelta(days=1)
 NO_EFFECT_RUNS = 3
 RUNS_READ = 500  # the latest ended runs read for the zero-effect streaks
-UNSENT = (OutboxStatus.PENDING, OutboxStatus.SENDING)
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def _no_effect(status: str, effects: dict | None) -> bool:
 
 async def _unsent(conn, moment: datetime) -> list[Finding]:
     query = select(func.count(), func.min(outbox.c.created_at)).where(
-        outbox.c.status.in_(UNSENT), outbox.c.created_at < moment - UNSENT_FOR
+        UNSENT, outbox.c.status.in_(OWED), outbox.c.created_at < moment - UNSENT_FOR
     )
     count, oldest = (await conn.execute(query)).one()
     if not count:
@@ -179,7 +179,7 @@ async def _undelivered_cards(conn, moment: datetime) -> list[Finding]:
         )
         .where(
             interactions.c.status.in_(OPEN),
-            outbox.c.status != OutboxStatus.SENT,
+            UNSENT,
             outbox.c.created_at < moment - UNDELIVERED_CARD_FOR,
         )
     )

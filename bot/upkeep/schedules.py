@@ -50,6 +50,7 @@ BUILTIN_SCHEDULES = (
     Schedule("run-sweep", "sweep_runs", 30),
     Schedule("triage-sweep", "sweep_triage", 15 * 60),
     Schedule("assigned-sweep", "sweep_assigned", 15 * 60),
+    Schedule("retention", "prune_old_rows", 3600, first_at_once=False),
     Schedule("weekly-review", "weekly_review", 7 * 24 * 3600, first_at_once=False),
     Schedule("daily-briefing", "daily_briefing", 24 * 3600, first_at_once=False),
 )

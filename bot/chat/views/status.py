@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from bot.chat.outbox import Outbox
 from bot.chat.views.schedules import status_lines
@@ -18,12 +19,13 @@ QUIET_JOBS = ("deliver",)  # one per message sent: counted in the outbox line in
 class StatusReport:
     processes: list[Process]
     queue_depths: dict[str, int] | None
-    outbox: dict[str, int]
+    outbox: dict[str, int]  # the rows not yet sent, by status
     database: str
     broker: str
     latest_jobs: list[JobRun]
     schedules: list[str] = field(default_factory=list)  # warnings and skips; none: quiet
     config_problem: str | None = None  # why aegis.yaml on disk is not the one in force
+    oldest_owed_at: datetime | None = None  # when the oldest message still to send was queued
 
     def render(self) -> str:
         lines = ["aegis status", "", "Processes"]
@@ -33,8 +35,7 @@ class StatusReport:
         else:
             queues = ", ".join(f"{name} {depth}" for name, depth in self.queue_depths.items())
             lines += ["", f"Queues: {queues}"]
-        outbox = ", ".join(f"{k} {v}" for k, v in sorted(self.outbox.items())) or "empty"
-        lines += [f"Outbox: {outbox}", f"Database: {self.database}", f"Broker: {self.broker}"]
+        lines += [self._outbox_line(), f"Database: {self.database}", f"Broker: {self.broker}"]
         lines += ["", "Latest jobs"]
         lines += [f"  {_job_line(run)}" for run in self.latest_jobs] or ["  none yet"]
         if self.schedules:
@@ -46,6 +47,14 @@ class StatusReport:
                 f"  {self.config_problem}",
             ]
         return "\n".join(lines)
+
+    def _outbox_line(self) -> str:
+        if not self.outbox:
+            return "Outbox: everything sent"
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.outbox.items()))
+        if self.oldest_owed_at is None:
+            return f"Outbox: {counts}"
+        return f"Outbox: {counts} (waiting since {short_time(self.oldest_owed_at)})"
 
 
 async def gather_status(
@@ -65,6 +74,7 @@ async def gather_status(
         processes=await heartbeats.alive(),
         queue_depths=queue_depths,
         outbox=await outbox.counts(),
+        oldest_owed_at=await outbox.oldest_owed_at(),
         database=database,
         broker=broker,
         latest_jobs=await job_runs.latest(5, exclude_jobs=QUIET_JOBS),
