@@ -35,9 +35,10 @@ COMMANDS = {
         "as many as you like, on as many machines as share AEGIS_REDIS_URL and the database.",
     ),
     "clock": (
-        "run the clock that enqueues scheduled jobs (exactly one)",
+        "run the clock that enqueues scheduled jobs (one works, more stand by)",
         "The Procfile's `clock`: reads the schedules table and enqueues what is due. It never "
-        "runs the work itself. Run exactly one per deployment.",
+        "runs the work itself. One clock per data dir; clocks on several machines sharing one "
+        "database take turns through a lease: one works, the others stand by to take over.",
     ),
     "status": (
         "what /status shows, from the shell: processes, queues, outbox, latest jobs",

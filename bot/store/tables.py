@@ -154,6 +154,17 @@ heartbeats = Table(
     Column("kind", String(16), nullable=False),
     Column("started_at", UTCDateTime(), nullable=False),
     Column("seen_at", UTCDateTime(), nullable=False),
+    Column("rss_bytes", BigInteger),  # its resident memory at the last beat (None: unknown)
+)
+
+# Leases: a role only one process may play at a time across every machine (the clock), held by
+# renewing ``expires_at`` before it passes; see bot/upkeep/leases.py.
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(40), primary_key=True),
+    Column("holder", String(120), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
 )
 
 

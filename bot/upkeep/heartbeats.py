@@ -24,6 +24,16 @@ class Process:
     kind: str
     started_at: datetime
     seen_at: datetime
+    rss_bytes: int | None = None  # resident memory at its last beat
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory now (Linux's /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def process_id(kind: str) -> str:
@@ -35,16 +45,22 @@ class Heartbeats:
         self.store = store
 
     async def beat(self, process: str, kind: str, started_at: datetime) -> None:
-        moment = now()
+        moment, rss = now(), resident_bytes()
         async with self.store.write() as conn:
             await serialize_on(conn, f"heartbeat:{process}")  # update-or-insert, one at a time
             seen = await conn.execute(
-                update(heartbeats).where(heartbeats.c.process_id == process).values(seen_at=moment)
+                update(heartbeats)
+                .where(heartbeats.c.process_id == process)
+                .values(seen_at=moment, rss_bytes=rss, kind=kind)
             )
             if seen.rowcount == 0:
                 await conn.execute(
                     insert(heartbeats).values(
-                        process_id=process, kind=kind, started_at=started_at, seen_at=moment
+                        process_id=process,
+                        kind=kind,
+                        started_at=started_at,
+                        seen_at=moment,
+                        rss_bytes=rss,
                     )
                 )
             await conn.execute(
@@ -63,4 +79,4 @@ class Heartbeats:
         )
         async with self.store.read() as conn:
             rows = (await conn.execute(query)).all()
-        return [Process(r.process_id, r.kind, r.started_at, r.seen_at) for r in rows]
+        return [Process(r.process_id, r.kind, r.started_at, r.seen_at, r.rss_bytes) for r in rows]
