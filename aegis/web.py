@@ -19,6 +19,7 @@ from telegram.error import InvalidToken, TelegramError
 
 from aegis.botapi.endpoint import EMULATOR_PREFIX, bot_token, emulator_key, make_bot, owner_chats
 from aegis.mcp.listener import MCP_PATH, Listener, listening
+from aegis.metrics import metrics_response, metrics_token
 from aegis.runtime import make_queue_depths, open_store
 from bot.actions.held_calls import HeldCalls
 from bot.chat.owners import Owners
@@ -57,6 +58,7 @@ class WebContext:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     mcp: Listener | None = None  # the MCP server's port, while it is held
     background: set[asyncio.Task] = field(default_factory=set)
+    metrics_token: str = ""  # the bearer token /metrics asks for (aegis/metrics.py)
 
 
 WEB = web.AppKey("web", WebContext)
@@ -77,9 +79,11 @@ def create_web_app(
     context = WebContext(settings, broker, broker_description)
     if settings.public_url:
         context.webhook_secret = SecretFiles(settings.data_dir).get_or_create("webhook-secret")
+    context.metrics_token = metrics_token(settings)
     app[WEB] = context
     app.router.add_post(WEBHOOK_PATH, telegram_webhook)
     app.router.add_get("/healthz", health)
+    app.router.add_get("/metrics", metrics)
     app.router.add_get("/", index)
     if settings.uses_emulator:
         state = emulator_state or EmulatorState()
@@ -266,6 +270,14 @@ async def health(request: web.Request) -> web.Response:
     }
     ok = all(checks.values())
     return web.json_response({"ok": ok, **checks}, status=200 if ok else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    context = request.app[WEB]
+    if context.services is None:
+        return web.Response(status=503, text="aegis is still starting.\n")
+    store = context.services.platform.store
+    return await metrics_response(request, context.metrics_token, store, context.broker)
 
 
 async def index(request: web.Request) -> web.Response:

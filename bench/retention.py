@@ -1,5 +1,5 @@
-"""What pruning a million old outbox rows costs the platform while it runs, and /status before
-and after.
+"""What pruning a million old outbox rows costs the platform while it runs, and /status and a
+/metrics scrape before and after.
 
     python bench/retention.py [--rows 1000000] [--database sqlite|postgres]
 
@@ -7,8 +7,10 @@ A fresh database (SQLite in a temporary dir, or a new Postgres database on 127.0
 with ``--rows`` delivered outbox rows 40 days old, then 2,000 young ones, 20 still owed.
 
 1. ``/status``'s outbox figures as aegis reads them now (the unsent rows through
-   ix_outbox_unsent, and the oldest owed), beside the baseline: the count by status over the
-   whole table that /status used to run. Before the prune and after it.
+   ix_outbox_unsent, and the oldest owed), and a whole /metrics scrape (aegis/metrics.py, without
+   the broker's part), each beside the baseline: the count by status over the whole table that
+   /status used to run. Before the prune and after it. 20,000 agent runs and 100,000 model
+   calls are there too, as after months of use.
 2. The prune (bot/upkeep/retention.py, with the job's batch and pause and no time budget), while a
    writer queues one outbox row every 10 ms as the platform would. Its baseline, side by side in
    the same run: the same writer for the same time with no prune. Printed: the writer's p50, p99
@@ -31,10 +33,11 @@ from sqlalchemy import func, insert, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from aegis.metrics import scrape  # noqa: E402
 from bot.chat.outbox import Outbox  # noqa: E402
 from bot.store import migrate  # noqa: E402
 from bot.store.database import Store  # noqa: E402
-from bot.store.tables import outbox  # noqa: E402
+from bot.store.tables import agent_runs, model_calls, outbox  # noqa: E402
 from bot.timeutil import now  # noqa: E402
 from bot.upkeep.retention import Keep, Retention  # noqa: E402
 
@@ -69,6 +72,26 @@ async def fill(store: Store, rows: int) -> None:
     young = [row(timedelta(hours=1))] * 1980 + [row(timedelta(seconds=5), "pending")] * 20
     async with store.write() as conn:
         await conn.execute(insert(outbox), young)
+    run = {
+        "agent": "scout",
+        "request": "look",
+        "origin": "command",
+        "chat_id": 1,
+        "status": "completed",
+        "step": "",
+        "state": {},
+        "effects": {"tool_calls": 1},
+        "deadline_seconds": 600,
+        "attempts": 1,
+        "cancel_requested": False,
+        "created_at": now(),
+    }
+    call = {"agent": "scout", "provider": "openai", "model": "m", "status": "ok"}
+    call |= {"latency_ms": 900, "prompt_tokens": 1000, "completion_tokens": 200, "at": now()}
+    async with store.write() as conn:
+        await conn.execute(insert(agent_runs), [run] * 20_000)
+        for _ in range(10):
+            await conn.execute(insert(model_calls), [call] * 10_000)
     print(f"filled {rows:,} old rows + 2,000 young in {time.perf_counter() - started:.1f} s")
 
 
@@ -93,10 +116,15 @@ async def status_figures(store: Store, label: str) -> None:
         async with store.read() as conn:
             (await conn.execute(query)).all()
 
+    async def metrics_scrape():
+        await scrape(store, None)
+
     mine, baseline = await timed(now_reads), await timed(whole_table)
+    scraped = await timed(metrics_scrape)
     print(
-        f"/status outbox figures {label}: {mine:.2f} ms; the whole-table count {baseline:.1f} ms "
-        f"(ratio {mine / baseline:.4f})"
+        f"{label}: /status outbox figures {mine:.2f} ms, a /metrics scrape {scraped:.2f} ms; the "
+        f"whole-table count {baseline:.1f} ms (ratios {mine / baseline:.4f}, "
+        f"{scraped / baseline:.4f})"
     )
 
 

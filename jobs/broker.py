@@ -27,6 +27,17 @@ class _SummariesAreRecorded(logging.Filter):
 
 logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_SummariesAreRecorded())
 QUEUES = ("default", "outbox", "runs")
+# Deliveries counted by outcome in a Redis hash (jobs/delivery.py), read by /metrics. An allow
+# list: a name outside it is never written, so the scrape's series stay these.
+DELIVERIES = "metrics:deliveries"
+DELIVERY_OUTCOMES = (
+    "sent",
+    "failed",
+    "rate_limited",
+    "telegram_429",
+    "network_error",
+    "lease_lost",
+)
 _configured: RedisBroker | None = None
 
 
@@ -64,6 +75,16 @@ def queue_depths(broker: RedisBroker) -> dict[str, int]:
         }
     except redis.RedisError as exc:
         raise BrokerError(f"Redis is unavailable: {type(exc).__name__}") from exc
+
+
+def delivery_counts(broker: RedisBroker) -> dict[str, int]:
+    """Deliveries so far by outcome (since Redis last lost its data), every outcome present."""
+    try:
+        stored = broker.client.hgetall(f"{broker.namespace}:{DELIVERIES}")
+    except redis.RedisError as exc:
+        raise BrokerError(f"Redis is unavailable: {type(exc).__name__}") from exc
+    counts = {key.decode(): int(value) for key, value in stored.items()}
+    return {outcome: counts.get(outcome, 0) for outcome in DELIVERY_OUTCOMES}
 
 
 def _rebind_actors(old: RedisBroker, new: RedisBroker) -> None:

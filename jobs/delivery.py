@@ -26,7 +26,7 @@ from telegram.warnings import PTBUserWarning
 from bot.chat.outgoing import OutboxKind, OutgoingMessage, outgoing_path
 from bot.errors import LeaseLost
 from bot.timeutil import now
-from jobs.broker import require_broker
+from jobs.broker import DELIVERIES, DELIVERY_OUTCOMES, require_broker
 from jobs.resources import resources
 
 logger = logging.getLogger(__name__)
@@ -109,7 +109,35 @@ async def deliver(outbox_id: int) -> dict:
         if message is not None:  # a long queue for one chat: give other chats a turn
             await outbox.release(message.id, held=message)
             await asyncio.to_thread(deliver.send, message.id)
+    await _tally(res, totals)
     return totals or {"nothing_to_send": 1}
+
+
+# The summary's names for what happened, as /metrics names the outcomes (jobs/broker.py).
+OUTCOME_OF = {
+    "messages_sent": "sent",
+    "messages_failed": "failed",
+    "rate_limited": "rate_limited",
+    "telegram_429": "telegram_429",
+    "network_error": "network_error",
+    "lease_lost": "lease_lost",
+}
+
+
+async def _tally(res, totals: dict[str, int]) -> None:
+    """Count the outcomes for /metrics; a count lost to a Redis hiccup never fails a delivery."""
+    counts = {OUTCOME_OF.get(key): n for key, n in totals.items() if n}
+    counts = {outcome: n for outcome, n in counts.items() if outcome in DELIVERY_OUTCOMES}
+    if not counts:
+        return
+    key = f"{deliver.broker.namespace}:{DELIVERIES}"
+    try:
+        async with res.redis.pipeline(transaction=False) as pipe:
+            for outcome, n in counts.items():
+                pipe.hincrby(key, outcome, n)
+            await pipe.execute()
+    except (redis.RedisError, OSError) as exc:
+        logger.debug("deliveries not counted: %s", exc)
 
 
 async def _send_parts(
@@ -146,6 +174,7 @@ async def _send_parts(
         return {"messages_sent": sent, "lease_lost": 1}, None
     except NetworkError as exc:  # Telegram unreachable: retried for as long as it takes
         await outbox.release(message.id, f"{type(exc).__name__}: {exc.message}", held=message)
+        await _tally(res, {"messages_sent": sent, "network_error": 1})
         raise
     except (redis.ConnectionError, redis.TimeoutError) as exc:  # the send windows' Redis is down
         await outbox.release(message.id, f"Redis: {type(exc).__name__}", held=message)

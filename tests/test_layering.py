@@ -1,8 +1,9 @@
 """The shape of the house, held by tests.
 
 - The core imports no adapter: nothing in ``bot/`` or ``policies/`` may import telegram,
-  aiohttp, dramatiq or mcp (nor handlers, jobs, aegis, emulator), the way no module of PTB's
-  ``telegram/`` imports ``telegram.ext``; checked in the source and by importing every module.
+  aiohttp, dramatiq, mcp or prometheus_client (nor handlers, jobs, aegis, emulator), the way
+  no module of PTB's ``telegram/`` imports ``telegram.ext``; checked in the source and by
+  importing every module.
 - ``jobs/`` imports nothing from ``handlers/``: the worker is not the Telegram adapter.
 - No module-level import cycle anywhere in the project.
 - ``bot/__init__.py`` is the map: it names every subpackage of ``bot/``.
@@ -23,6 +24,7 @@ ADAPTER_PACKAGES = (
     "aiohttp",
     "dramatiq",
     "mcp",
+    "prometheus_client",
     "handlers",
     "jobs",
     "aegis",

@@ -28,7 +28,16 @@ class RunState(enum.StrEnum):
 
 
 ENDED = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED})
+
+
+def completed_with_no_effect(status: str, effects: dict | None) -> bool:
+    """The completed no-op: a run that says it is done and changed nothing (a finding)."""
+    counts = [value for value in (effects or {}).values() if isinstance(value, int | float)]
+    return status == RunState.COMPLETED and sum(counts) == 0
+
+
 ACTIVE = (RunState.QUEUED, RunState.RUNNING)
+UNDER_WAY = (RunState.QUEUED, RunState.RUNNING, RunState.PARKED)  # not over yet
 
 
 class RunOrigin(enum.StrEnum):

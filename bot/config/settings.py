@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     delegation_expensive_cap: int = Field(
         2, ge=0, description="Expensive agents' runs under way at once, across the fleet."
     )
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="The bearer token /metrics asks for; unset: the data dir's "
+        "secrets/metrics-token, made at the first start.",
+    )
     keep_days: int = Field(
         30,
         ge=2,  # an update can come again for a day (Telegram keeps one 24 h): never forget sooner

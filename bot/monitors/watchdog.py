@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, select
 
-from bot.agents.agent_run import ENDED, RunState
+from bot.agents.agent_run import ENDED, completed_with_no_effect
 from bot.agents.ledger import OK
 from bot.chat.outbox_statements import UNSENT
 from bot.chat.outgoing import OWED
@@ -149,13 +149,8 @@ async def _no_effect_agents(conn) -> list[Finding]:
             "a completed run with zero effect is a finding, not a success: see /runs",
         )
         for agent, runs in sorted(latest.items())
-        if len(runs) == NO_EFFECT_RUNS and all(_no_effect(*run) for run in runs)
+        if len(runs) == NO_EFFECT_RUNS and all(completed_with_no_effect(*run) for run in runs)
     ]
-
-
-def _no_effect(status: str, effects: dict | None) -> bool:
-    counts = [value for value in (effects or {}).values() if isinstance(value, int | float)]
-    return status == RunState.COMPLETED and sum(counts) == 0
 
 
 async def _unsent(conn, moment: datetime) -> list[Finding]:

@@ -1,7 +1,8 @@
 """Retention: the tables that grow with every message are pruned of what nobody reads any more.
 
-Four tables grow for ever otherwise: the outbox (a row per message sent), the update log (a row per
-Telegram update), the job runs and the audit. A scheduled job (``prune_old_rows``) deletes what is
+Five tables grow for ever otherwise: the outbox (a row per message sent), the update log (a row per
+Telegram update), the job runs, the model calls (whose budgets look back a day) and the audit. A
+scheduled job (``prune_old_rows``) deletes what is
 older than the owner's settings (``AEGIS_KEEP_DAYS``, and ``AEGIS_KEEP_AUDIT_DAYS`` for the audit,
 which is kept longer because it is the record of who approved what).
 
@@ -29,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import and_, delete, literal_column, not_, or_, select
 
-from bot.agents.agent_run import ENDED
+from bot.agents.agent_run import UNDER_WAY
 from bot.chat.outgoing import OWED, OutboxStatus
 from bot.chat.updates import UpdateStatus
 from bot.interactions.interaction import OPEN
@@ -40,6 +41,7 @@ from bot.store.tables import (
     incidents,
     interaction_cards,
     interactions,
+    model_calls,
     outbox,
     runs,
     updates,
@@ -118,7 +120,7 @@ class Retention:
         self.budget = budget
 
     async def prune(self, moment: datetime | None = None) -> Pruned:
-        """One pass over the four tables, oldest rows first, within the time budget."""
+        """One pass over the five tables, oldest rows first, within the time budget."""
         moment = moment or now()
         cutoff, audit_cutoff = self.keep.cutoff(moment), self.keep.audit_cutoff(moment)
         size = self.batch
@@ -129,6 +131,11 @@ class Retention:
             "audit_events": (
                 _older_batches(audit_events.c.at, audit_cutoff, size),
                 _by_id(audit_events),
+            ),
+            # No index on ``at``: ids grow with time, so the oldest are found first by id.
+            "model_calls": (
+                _older_batches(model_calls.c.at, cutoff, size, order=model_calls.c.id),
+                _by_id(model_calls),
             ),
         }
         pruned = Pruned()
@@ -195,15 +202,13 @@ def _outbox_deleter(cutoff: datetime) -> Delete:
                 .join(interactions, interactions.c.id == interaction_cards.c.interaction_id)
                 .where(interaction_cards.c.outbox_id.in_(ids), interactions.c.status.in_(OPEN))
             ),
+            # Found from the live side, through the indexes on status and closed_at: runs
+            # under way and incidents open are few, every run and incident ever is not.
             outbox.c.id.in_(
-                select(agent_runs.c.progress_outbox_id).where(
-                    agent_runs.c.progress_outbox_id.in_(ids), agent_runs.c.status.not_in(ENDED)
-                )
+                select(agent_runs.c.progress_outbox_id).where(agent_runs.c.status.in_(UNDER_WAY))
             ),
             outbox.c.id.in_(
-                select(incidents.c.card_outbox_id).where(
-                    incidents.c.card_outbox_id.in_(ids), incidents.c.closed_at.is_(None)
-                )
+                select(incidents.c.card_outbox_id).where(incidents.c.closed_at.is_(None))
             ),
             outbox.c.id.in_(_pointed_at_by_owed("edit_of")),
             outbox.c.id.in_(_pointed_at_by_owed("reply_to_outbox")),
@@ -265,10 +270,12 @@ def _updates_deleter(cutoff: datetime) -> Delete:
     return remove
 
 
-def _older_batches(at, cutoff: datetime, batch: int) -> Batches:
+def _older_batches(at, cutoff: datetime, batch: int, *, order=None) -> Batches:
     """Rows whose ``at`` is before the cutoff, oldest first, through the index on ``at``."""
     key = at.table.c.id
-    return _until_none_left(select(key).where(at < cutoff).order_by(at).limit(batch))
+    return _until_none_left(
+        select(key).where(at < cutoff).order_by(order if order is not None else at).limit(batch)
+    )
 
 
 def _until_none_left(query) -> Batches:

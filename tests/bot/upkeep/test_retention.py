@@ -13,6 +13,7 @@ from bot.store.tables import (
     incidents,
     interaction_cards,
     interactions,
+    model_calls,
     outbox,
     runs,
     updates,
@@ -174,7 +175,7 @@ async def test_settled_updates_older_than_the_setting_go_and_unsettled_ones_stay
     assert left == {11, 12} and pruned.rows["updates"] == 11
 
 
-async def test_job_runs_and_the_audit_each_go_after_their_own_setting(store):
+async def test_job_runs_model_calls_and_the_audit_each_go_after_their_setting(store):
     for age in (OLD, OLD, YOUNG):
         await add(
             store,
@@ -188,9 +189,14 @@ async def test_job_runs_and_the_audit_each_go_after_their_own_setting(store):
         )
     for age in (timedelta(days=400), timedelta(days=200), OLD):
         await add(store, audit_events, at=now() - age, event="decision", detail="d")
-    pruned = await Retention(store, KEEP, batch=1, pause=0).prune()
+    for age in (OLD, OLD, OLD, YOUNG):
+        call = {"agent": "a", "provider": "p", "model": "m", "status": "ok", "latency_ms": 1}
+        await add(store, model_calls, **call, prompt_tokens=1, completion_tokens=1, at=now() - age)
+    pruned = await Retention(store, KEEP, batch=2, pause=0).prune()
     assert (await count(store, runs), await count(store, audit_events)) == (1, 2)
+    assert await count(store, model_calls) == 1
     assert (pruned.rows["job_runs"], pruned.rows["audit_events"]) == (2, 1)
+    assert pruned.rows["model_calls"] == 3
 
 
 async def test_a_pass_out_of_time_stops_and_the_next_goes_on(store):
