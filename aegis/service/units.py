@@ -175,7 +175,9 @@ def _process(plan: Plan, role: str) -> list[str]:
         "Type=exec",
         f"User={plan.user}",
         f"Group={plan.user}",
-        f"WorkingDirectory={plan.workdir}",
+        # The data dir, not the clone: settings come from the EnvironmentFile alone, never
+        # from a .env there (which may be 0600 and another user's).
+        f"WorkingDirectory={plan.data_dir}",
         f"EnvironmentFile={plan.env_file}",
         f"Environment=PATH={path}",
         f"ExecStart={plan.executable} {role}",
