@@ -60,22 +60,19 @@ def run_install(request: Request, settings: Settings, out: TextIO) -> int:
     existed = (unit_dir / TARGET).exists()
     _write_all(plan, unit_dir, units, env_file_text(values))
     out.write(_written(plan, unit_dir, units, values))
-    _warn_unreachable(plan, out)
-    if not settings.redis_url:
-        out.write(
-            "\nNote: no AEGIS_REDIS_URL, so the units share the embedded Redis, which dies "
-            "with whichever unit started it. On a server, install Redis and set "
-            "AEGIS_REDIS_URL=redis://127.0.0.1:6379/0.\n"
-        )
-    commands = root_commands(plan, restart=existed)
-    if not request.yes:
+    _warn(plan, settings, out)
+    _start(root_commands(plan, restart=existed), run=request.yes, out=out)
+    return 0
+
+
+def _start(commands: list[list[str]], *, run: bool, out: TextIO) -> None:
+    if not run:
         out.write("\nTo start aegis, run as root (or run this again with --yes):\n")
         out.write("".join(f"  {shlex.join(command)}\n" for command in commands))
-        return 0
+        return
     for command in commands:
         _run(command, out)
     out.write(f"\naegis runs: systemctl status {TARGET}; logs: journalctl -u 'aegis-*'\n")
-    return 0
 
 
 def root_commands(plan: Plan, *, restart: bool) -> list[list[str]]:
@@ -188,6 +185,16 @@ def _write(path: Path, text: str, mode: int, owner: tuple[int, int] | None = Non
     finally:
         os.close(descriptor)
     os.replace(temporary, path)
+
+
+def _warn(plan: Plan, settings: Settings, out: TextIO) -> None:
+    _warn_unreachable(plan, out)
+    if not settings.redis_url:
+        out.write(
+            "\nNote: no AEGIS_REDIS_URL, so the units share the embedded Redis, which dies "
+            "with whichever unit started it. On a server, install Redis and set "
+            "AEGIS_REDIS_URL=redis://127.0.0.1:6379/0.\n"
+        )
 
 
 def _warn_unreachable(plan: Plan, out: TextIO) -> None:

@@ -203,7 +203,6 @@ def _hardening(plan: Plan, role: str) -> list[str]:
     if role == "worker":  # "-": a workdir that does not exist (yet) does not stop the start
         writable += [f"-{path}" for path in plan.agent_dirs]
     lines = [
-        "UMask=0077",
         "NoNewPrivileges=yes",
         "PrivateTmp=yes",
         "RestrictSUIDSGID=yes",
