@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 from importlib import metadata
+from pathlib import Path
 
 from bot.config.settings import Settings, load_settings
 from bot.errors import AegisError, AlreadyRunning, ConfigError
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument(
                 "-n", "--lines", type=int, default=50, help="how many lines (default 50)"
             )
+    _add_service(commands)
     db = commands.add_parser("db", help="database maintenance", description="Database commands.")
     db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
     db_commands.add_parser(
@@ -116,6 +118,48 @@ def build_parser() -> argparse.ArgumentParser:
         "--rotate", action="store_true", help="revoke the current token and make a new one"
     )
     return parser
+
+
+SERVICE_INSTALL = """\
+Write systemd units that run aegis on this machine: aegis-web, aegis-clock, N workers (the
+template aegis-worker@.service as aegis-worker@1..N) and aegis.target grouping them, in the slice
+aegis.slice, with memory caps sized to the host. Settings and secrets (AEGIS_* of the
+environment and .env) go to an EnvironmentFile of mode 0600 (/etc/aegis/aegis.env, or aegis.env
+in --unit-dir); the units (0644) hold nothing secret. Run it from the clone, with the venv's
+aegis: sudo .venv/bin/aegis service install --workers 2
+
+It then prints the commands that need root (useradd, the data dir, systemctl) rather than
+running them; --yes runs them. `aegis doctor` compares installed units with what this would
+write now."""
+
+
+def _add_service(commands) -> None:
+    service = commands.add_parser(
+        "service",
+        help="run aegis under systemd (service install)",
+        description="Run aegis as systemd units.",
+    )
+    service_commands = service.add_subparsers(
+        dest="service_command", metavar="SERVICE_COMMAND", required=True
+    )
+    install = service_commands.add_parser(
+        "install",
+        help="write the systemd units and print the commands to start them",
+        description=SERVICE_INSTALL,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    install.add_argument("--dry-run", action="store_true", help="write nothing; print the units")
+    install.add_argument("--yes", action="store_true", help="also run the root commands")
+    install.add_argument("--workers", type=int, default=1, help="worker units (default 1)")
+    install.add_argument("--user", default="aegis", help="the service user (default aegis)")
+    install.add_argument(
+        "--unit-dir",
+        type=Path,
+        help="where to write the units (default AEGIS_UNIT_DIR, /etc/systemd/system)",
+    )
+    install.add_argument(
+        "--memory", help="the host's memory to size the caps by, e.g. 2G (default: /proc/meminfo)"
+    )
 
 
 def _version() -> str:
@@ -186,6 +230,13 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return run_open(settings, sys.stdout)
     if args.command == "db":
         return run_db_upgrade(settings)
+    if args.command == "service":
+        from aegis.service.install import Request, run_install
+
+        request = Request(
+            args.workers, args.user, args.memory, args.unit_dir, args.dry_run, args.yes
+        )
+        return run_install(request, settings, sys.stdout)
     if args.command == "agent":
         from aegis.agent_token import print_agent_token
 

@@ -16,6 +16,7 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 from aegis import instance
 from aegis.botapi.endpoint import make_bot
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
+from aegis.service.check import installed_units
 from bot.agents.profiles import AgentProfile
 from bot.config.file import load_config
 from bot.config.secrets import SecretFiles
@@ -40,6 +41,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
         findings.append(await _telegram(settings))
     findings.append(_totp(settings))
     findings.extend(_config_file(settings))
+    findings += [Finding(ok, text) for ok, text in installed_units(settings)]
     return findings
 
 

@@ -12,7 +12,7 @@
 - ``bot.agents``: agent profiles, runs and how they end, the model-call ledger, MCP tokens,
   delegation, the demo agent.
 - ``bot.tools``: the platform's own tools, their declarations apart from their functions.
-- ``bot.upkeep``: job runs, heartbeats, schedules.
+- ``bot.upkeep``: job runs, heartbeats, schedules, leases, retention, gauges.
 - ``bot.monitors``: monitors, their checks' verdicts, incidents and their cards.
 
 Beside them: ``bot/core.py`` builds the core services once per process, ``bot/errors.py`` holds

@@ -2,6 +2,7 @@
 HTTP statuses or chat replies; a person reads the message, the log gets the traceback.
 
 - ``ConfigError``: settings and ``aegis.yaml``
+- ``ServiceError``: installing aegis as systemd units
 - ``StoreError``, ``BrokerError``: the database and Redis
 - ``ChatError``: talking with the owner (transport, pairing codes, the outbox)
 - ``PolicyError``: the gate itself
@@ -23,6 +24,13 @@ class ConfigError(AegisError):
 
 class AlreadyRunning(ConfigError):
     """Raised when another aegis process already serves this data dir in the same role."""
+
+
+# -- operations ----------------------------------------------------------------------------
+
+
+class ServiceError(AegisError):
+    """Raised when the systemd units cannot be written or the commands that install them fail."""
 
 
 # -- the store and the broker ------------------------------------------------------------------

@@ -113,6 +113,11 @@ class Settings(BaseSettings):
         description="Behaviour as data: your tools and agents. A missing file is fine.",
     )
     log_level: str = Field("INFO", description="Python logging level.")
+    unit_dir: Path = Field(
+        Path("/etc/systemd/system"),
+        description="Where `aegis service install` writes the systemd units and `aegis doctor` "
+        "looks for them.",
+    )
 
     @field_validator("log_level")
     @classmethod

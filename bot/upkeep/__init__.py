@@ -1,1 +1,2 @@
-"""What keeps the platform going: job runs, heartbeats and schedules."""
+"""What keeps the platform going: job runs, heartbeats, schedules, the leases (one clock at a
+time), retention (old history pruned), and the gauges /metrics reads."""

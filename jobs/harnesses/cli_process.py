@@ -17,6 +17,10 @@ worker. Only the CLI itself is covered: its own children are not (PDEATHSIG is p
 not inherited across fork), so a child it started outlives a SIGKILLed worker, in the CLI's
 process group, until something kills that group.
 
+The same wrapper raises the CLI's OOM score and, where the worker has a delegated cgroup v2,
+moves it into a cgroup of its own with a memory cap, before it execs: so the CLI and all it
+starts are born there (jobs/harnesses/cli_limits.py).
+
 stdout is read in chunks and split into lines here, not by ``StreamReader.readline``, so that
 one line longer than MAX_LINE_BYTES is dropped and counted instead of failing the run; of
 stderr only the tail is kept, for the error message.
@@ -36,6 +40,7 @@ from bot.agents.ledger import OK
 from bot.errors import HarnessFailed
 from bot.tools.processes import kill_group
 from jobs.harness import RunContext
+from jobs.harnesses.cli_limits import AGENT_OOM_SCORE_ADJ, RunCgroups, this_worker
 from jobs.harnesses.cli_streams import StreamReader
 
 logger = logging.getLogger(__name__)
@@ -52,27 +57,40 @@ STDERR_SHOWN_CHARS = 600
 RESULT_CHARS = 200_000  # a longer answer is cut, with a note of how much
 
 
-# Run as ``python -I -S -c PDEATHSIG_WRAPPER <worker pid> <cli> <args…>``: arm PR_SET_PDEATHSIG
-# (1) with SIGKILL (9), then check the parent is still the worker (if it died before prctl, the
-# signal would never come), then become the CLI. -I -S: no site, no environment, a quick start.
+# Run as ``python -I -S -c PDEATHSIG_WRAPPER <worker pid> <oom score> <cgroup.procs|""> <cli>
+# <args…>``: arm PR_SET_PDEATHSIG (1) with SIGKILL (9), then check the parent is still the worker
+# (if it died before prctl, the signal would never come), raise its OOM score and enter the run's
+# cgroup (each a best effort: the CLI runs without), then become the CLI. -I -S: no site, no
+# environment, a quick start.
 PDEATHSIG_WRAPPER = """\
 import ctypes, os, sys
 if ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0) != 0:
     sys.exit("aegis: PR_SET_PDEATHSIG failed: " + os.strerror(ctypes.get_errno()))
 if os.getppid() != int(sys.argv[1]):
     sys.exit("aegis: the worker died while its CLI was being started")
+for path, value in (("/proc/self/oom_score_adj", sys.argv[2]), (sys.argv[3], "0")):
+    try:
+        if path:
+            with open(path, "w") as file:
+                file.write(value)
+    except OSError:
+        pass
 try:
-    os.execv(sys.argv[2], sys.argv[2:])
+    os.execv(sys.argv[4], sys.argv[4:])
 except OSError as exc:
-    sys.exit(f"aegis: {sys.argv[2]} could not be started: {exc.strerror}")
+    sys.exit(f"aegis: {sys.argv[4]} could not be started: {exc.strerror}")
 """
 
 
-def _dies_with_worker(command: list[str]) -> list[str]:
-    """``command`` wrapped so the kernel kills it if the worker dies (Linux only)."""
+def _dies_with_worker(command: list[str], cgroup: Path | None = None) -> list[str]:
+    """``command`` wrapped so the kernel kills it if the worker dies, with its OOM score raised
+    and in the run's ``cgroup`` where there is one (Linux only)."""
     if not sys.platform.startswith("linux"):
         return command
-    return [sys.executable, "-I", "-S", "-c", PDEATHSIG_WRAPPER, str(os.getpid()), *command]
+    procs = str(cgroup / "cgroup.procs") if cgroup is not None else ""
+    score = str(AGENT_OOM_SCORE_ADJ)
+    wrapper = [sys.executable, "-I", "-S", "-c", PDEATHSIG_WRAPPER, str(os.getpid())]
+    return [*wrapper, score, procs, *command]
 
 
 class CliProcess:
@@ -85,8 +103,10 @@ class CliProcess:
         ctx: RunContext,
         token: str,
         prompt: str | None = None,
+        cgroups: RunCgroups | None = None,
     ) -> None:
         self.name = name  # the CLI's, for what the owner is told
+        self.cgroups = cgroups or this_worker()
         self.reader = reader
         self.ctx = ctx
         self.prompt = ctx.request if prompt is None else prompt  # what it reads on stdin
@@ -99,6 +119,13 @@ class CliProcess:
         self.status = "not started"  # how it ended, in words for the ledger (bot/agents/ledger.py)
 
     async def run(self, command: list[str], workdir: Path, env: dict[str, str]) -> str:
+        cgroup = await asyncio.to_thread(self.cgroups.leaf_for, self.ctx.run.id)
+        try:
+            return await self._run(_dies_with_worker(command, cgroup), workdir, env)
+        finally:
+            self.cgroups.remove(cgroup)  # the whole group is dead and reaped by now
+
+    async def _run(self, command: list[str], workdir: Path, env: dict[str, str]) -> str:
         spawn = asyncio.ensure_future(self._spawn(command, workdir, env))
         try:
             process = await asyncio.shield(spawn)
@@ -132,7 +159,7 @@ class CliProcess:
     ) -> asyncio.subprocess.Process:
         try:
             return await asyncio.create_subprocess_exec(
-                *_dies_with_worker(command),
+                *command,
                 cwd=workdir,
                 env=env,
                 stdin=asyncio.subprocess.PIPE,

@@ -18,13 +18,14 @@ run = run_aegis
 def test_top_level_help_lists_every_command(tmp_path):
     result = run(["--help"], tmp_path)
     assert result.returncode == 0
-    for name in [*COMMANDS, "db", "totp", "agent"]:
+    for name in [*COMMANDS, "db", "totp", "agent", "service"]:
         assert name in result.stdout
 
 
 @pytest.mark.parametrize(
     "args",
-    [[name] for name in COMMANDS] + [["db", "upgrade"], ["totp", "init"], ["agent", "token"]],
+    [[name] for name in COMMANDS]
+    + [["db", "upgrade"], ["totp", "init"], ["agent", "token"], ["service", "install"]],
 )
 def test_every_subcommand_has_help_that_says_what_it_does(tmp_path, args):
     result = run([*args, "--help"], tmp_path)
