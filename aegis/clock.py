@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
+from zoneinfo import ZoneInfo
 
 from bot.config.file import Config
 from bot.config.live import LiveConfig
@@ -27,7 +28,7 @@ from bot.store.database import Store
 from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.upkeep.leases import Leases
-from bot.upkeep.schedules import BUILTIN_SCHEDULES, Schedules
+from bot.upkeep.schedules import BUILTIN_SCHEDULES, Schedule, Schedules
 
 logger = logging.getLogger(__name__)
 LEASE = "clock"
@@ -46,17 +47,20 @@ async def run_clock(
     lease_ttl: timedelta = LEASE_TTL,
     renew_every: timedelta = RENEW_EVERY,
     name: str | None = None,
+    builtins: tuple[Schedule, ...] = BUILTIN_SCHEDULES,
+    zone: ZoneInfo | None = None,
 ) -> None:
     """Tick until ``stop``; ``config`` is aegis.yaml as it changes (None: no file schedules),
     ``monitors`` the monitors whose slots it enqueues, and the process watches whose looks it
     enqueues (None: none). Only while it holds the clock's lease; until then it stands by.
-    ``name`` tells the clock apart in the lease and the heartbeats (default: host and pid)."""
-    schedules = Schedules(store)
+    ``name`` tells the clock apart in the lease and the heartbeats (default: host and pid);
+    ``builtins`` are the platform's own schedules and ``zone`` the owner's time zone."""
+    schedules = Schedules(store, zone)
     heartbeats = Heartbeats(store)
     follow = FileSchedules(schedules, config, monitors)
     process, started = name or process_id("clock"), now()
     lease = ClockLease(Leases(store), process, lease_ttl, renew_every)
-    await schedules.seed(BUILTIN_SCHEDULES)
+    await schedules.seed(builtins)
     last_beat, kind = None, None
     try:
         while not stop.is_set():

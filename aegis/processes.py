@@ -18,6 +18,7 @@ from aegis.web import create_web_app
 from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
+from bot.upkeep.schedules import builtin_schedules
 from jobs.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,16 @@ async def serve_clock(
         enqueue = make_enqueue(broker)
         signer = callback_signer(SecretFiles(settings.data_dir))
         platform = Platform.build(settings, store, signer, enqueue)  # for its monitors
-        await run_clock(store, enqueue, stop, platform.config, platform.monitors)
+        builtins = builtin_schedules(settings.briefing_at, settings.weekly_review_at)
+        await run_clock(
+            store,
+            enqueue,
+            stop,
+            platform.config,
+            platform.monitors,
+            builtins=builtins,
+            zone=settings.zone,
+        )
     finally:
         await store.close()
 

@@ -182,7 +182,7 @@ class Platform:
             tokens=AgentTokens(store),
             job_runs=JobRuns(store),
             heartbeats=Heartbeats(store),
-            schedules=Schedules(store),
+            schedules=Schedules(store, settings.zone),
             monitors=Monitors(store, Incidents(store, outbox, signer)),
         )
         toolbox.update(platform_functions(platform))

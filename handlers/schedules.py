@@ -9,7 +9,7 @@ from telegram.ext import ContextTypes
 from bot.chat.briefing import BRIEFING_KIND
 from bot.chat.callbacks import CallbackData
 from bot.chat.views.schedules import SCHEDULE_KIND, schedules_view
-from bot.timeutil import now, short_time
+from bot.timeutil import local_time, now
 from handlers.interactions import pending
 from handlers.services import Services, reply, services
 
@@ -37,7 +37,8 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
         await query.answer(f"There is no schedule {data.id} any more.", show_alert=True)
         return
     if row.enabled:
-        answer = f"{row.name} is on; next run {short_time(max(row.next_run_at, now()))}."
+        soonest = max(row.next_run_at, now())
+        answer = f"{row.name} is on; next run {local_time(soonest, svc.platform.settings.zone)}."
     else:
         answer = f"{row.name} is off; it will not run until you turn it on."
     await query.answer(answer)
@@ -47,4 +48,5 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
 
 async def _view(svc: Services):
     rows = await svc.platform.schedules.all()
-    return schedules_view(svc.signer, rows, svc.platform.agents)
+    zone = svc.platform.settings.zone
+    return schedules_view(svc.signer, rows, svc.platform.agents, zone)

@@ -133,14 +133,15 @@ class AgentProfile:
 @dataclass(frozen=True)
 class ScheduleSpec:
     """A schedule the file declares: run ``agent`` (or whoever holds ``capability``) every
-    ``interval_seconds`` with ``request``."""
+    ``interval_seconds``, or at the times of ``cron`` in the owner's zone, with ``request``."""
 
     name: str
-    interval_seconds: int
+    interval_seconds: int  # 0 when it runs at times of day
     request: str
     agent: str | None = None
     capability: str | None = None
     enabled: bool = True
+    cron: str | None = None  # ``at:``/``days:`` are written as cron too
 
 
 def with_tag(agents: dict[str, AgentProfile], tag: str) -> AgentProfile | None:

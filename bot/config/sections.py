@@ -25,6 +25,7 @@ from bot.agents.profiles import (
     TaskHandler,
 )
 from bot.errors import PolicyConfigError
+from bot.upkeep.timing import at_cron, cron_of
 
 AGENT_KEYS = {
     "name",
@@ -106,6 +107,9 @@ def agent_profile(path: Path, slug: str, spec: dict, tools: frozenset[str], name
     )
 
 
+SCHEDULE_KEYS = {"every", "at", "days", "cron", "agent", "capability", "request", "enabled"}
+
+
 def schedule_specs(path: Path, section: Any, agents: dict[str, AgentProfile]) -> list[ScheduleSpec]:
     if section is None:
         return []
@@ -119,11 +123,15 @@ def schedule_specs(path: Path, section: Any, agents: dict[str, AgentProfile]) ->
                 f"{place}: a schedule's name is 1-40 lowercase letters, digits, - and _"
             )
         if not isinstance(spec, dict):
-            raise PolicyConfigError(f"{place}: must be a mapping with every, agent and request")
-        _known(place, spec, {"every", "agent", "capability", "request", "enabled"})
-        if "every" not in spec:
-            raise PolicyConfigError(f"{place}.every: how often it runs is required (e.g. 1h)")
-        interval = duration(f"{place}.every", spec["every"], minimum=MIN_INTERVAL_SECONDS)
+            raise PolicyConfigError(
+                f"{place}: must be a mapping with every (or at, or cron), agent and request"
+            )
+        _known(
+            place,
+            spec,
+            {"every", "at", "days", "cron", "agent", "capability", "request", "enabled"},
+        )
+        interval, cron = _schedule_timing(place, spec)
         agent, capability = spec.get("agent"), spec.get("capability")
         if (agent is None) == (capability is None):
             raise PolicyConfigError(f"{place}: name exactly one of agent or capability")
@@ -137,8 +145,26 @@ def schedule_specs(path: Path, section: Any, agents: dict[str, AgentProfile]) ->
         if not request:
             raise PolicyConfigError(f"{place}.request: what the agent is asked to do is required")
         enabled = _flag(f"{place}.enabled", spec.get("enabled", True))
-        specs.append(ScheduleSpec(name, interval, request, agent, capability, enabled))
+        specs.append(ScheduleSpec(name, interval, request, agent, capability, enabled, cron))
     return specs
+
+
+def _schedule_timing(place: str, spec: dict) -> tuple[int, str | None]:
+    """``every: 1h``, or ``at: "08:00"`` (with ``days: mon-fri``), or ``cron: "30 7 * * 1-5"``:
+    exactly one of the three, as (interval seconds, cron)."""
+    given = [key for key in ("every", "at", "cron") if key in spec]
+    if len(given) != 1:
+        raise PolicyConfigError(
+            f'{place}: say when it runs with one of every (e.g. 1h), at (e.g. "08:00", with '
+            'days: mon-fri if not every day) or cron (e.g. "30 7 * * 1-5")'
+        )
+    if "days" in spec and "at" not in spec:
+        raise PolicyConfigError(f'{place}.days: goes with at (e.g. at: "08:00")')
+    if "every" in spec:
+        return duration(f"{place}.every", spec["every"], minimum=MIN_INTERVAL_SECONDS), None
+    if "at" in spec:
+        return 0, at_cron(f"{place}.at", spec["at"], spec.get("days"))
+    return 0, cron_of(f"{place}.cron", spec["cron"])
 
 
 def duration(place: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:

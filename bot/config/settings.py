@@ -8,11 +8,13 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 from typing import Annotated
+from zoneinfo import ZoneInfo
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.errors import ConfigError
+from bot.errors import ConfigError, PolicyConfigError
+from bot.upkeep.timing import at_cron, zone_of
 
 LOOPBACK_HOSTS = {"localhost"}
 
@@ -108,6 +110,15 @@ class Settings(BaseSettings):
         le=36500,
         description="Days to keep the audit (who approved what, and every refusal).",
     )
+    timezone: str = Field(
+        "UTC",
+        description="The owner's time zone, an IANA name (Europe/Berlin): schedules at a time "
+        "of day and reminders are in it.",
+    )
+    briefing_at: str = Field("08:00", description="When the daily briefing comes (HH:MM).")
+    weekly_review_at: str = Field(
+        "fri 17:00", description="When the weekly review comes: a day and a time."
+    )
     config_file: Path = Field(
         Path("aegis.yaml"),
         description="Behaviour as data: your tools and agents. A missing file is fine.",
@@ -118,6 +129,28 @@ class Settings(BaseSettings):
         description="Where `aegis service install` writes the systemd units and `aegis doctor` "
         "looks for them.",
     )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            zone_of(value)
+        except PolicyConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("briefing_at", "weekly_review_at")
+    @classmethod
+    def _time_of_day(cls, value: str, info) -> str:
+        try:
+            at_cron(info.field_name, value)
+        except PolicyConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return zone_of(self.timezone)
 
     @field_validator("log_level")
     @classmethod

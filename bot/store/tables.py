@@ -144,6 +144,9 @@ schedules = Table(
     Column("source", String(16)),  # "builtin" or "file" (aegis.yaml); None: builtin
     Column("skipped", Integer, nullable=False, server_default=text("0")),
     Column("last_skipped_at", UTCDateTime()),
+    Column("cron", String(100)),  # at these times in the owner's zone; None: every interval
+    Column("missed", Integer, nullable=False, server_default=text("0")),  # while aegis was down
+    Column("last_missed_at", UTCDateTime()),
 )
 
 # Live processes; each writes its row every few seconds, /status reads the recent ones.

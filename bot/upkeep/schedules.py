@@ -6,10 +6,12 @@ clock reconciles whenever the file changes. Either kind is switched on or off fr
 ``/schedules``; after the first seed that switch is the owner's, and the file's ``enabled`` no
 longer decides.
 
-A schedule that came due while nothing was running (downtime) runs once when the clock returns,
-never a burst: the next run is set from the moment it was enqueued, not from when it was due. A
-file schedule whose previous run is still going (queued, running or parked on a card) is not
-enqueued again: the due time is skipped, counted, and the next one set, one skip per due time.
+A schedule runs every so long or at times of day in the owner's zone (bot/upkeep/timing.py, with
+its daylight-saving rules). One that came due while nothing was running (downtime) runs once when
+the clock returns, never a burst: the next run is set from the moment it was enqueued, not from
+when it was due, and the times it missed are counted for /schedules. A file schedule whose
+previous run is still going (queued, running or parked on a card) is not enqueued again: the due
+time is skipped, counted, and the next one set, one skip per due time.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import delete, func, insert, or_, select, update
 
@@ -27,6 +30,7 @@ from bot.agents.profiles import ScheduleSpec
 from bot.store.database import Store, serialize_on
 from bot.store.tables import agent_runs, schedules
 from bot.timeutil import now
+from bot.upkeep.timing import LATE_AFTER, Timing, at_cron
 
 logger = logging.getLogger(__name__)
 
@@ -41,19 +45,35 @@ class Schedule:
     actor: str
     interval_seconds: int
     first_at_once: bool = True  # False: the first run is one interval after the schedule is added
+    cron: str | None = None  # at these times (the owner's zone) instead of every interval
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.interval_seconds, self.cron)
 
 
-# The platform's own upkeep; aegis.yaml adds the user's schedules to these.
-BUILTIN_SCHEDULES = (
-    Schedule("outbox-sweep", "sweep_outbox", 30),
-    Schedule("interaction-sweep", "sweep_interactions", 30),
-    Schedule("run-sweep", "sweep_runs", 30),
-    Schedule("triage-sweep", "sweep_triage", 15 * 60),
-    Schedule("assigned-sweep", "sweep_assigned", 15 * 60),
-    Schedule("retention", "prune_old_rows", 3600, first_at_once=False),
-    Schedule("weekly-review", "weekly_review", 7 * 24 * 3600, first_at_once=False),
-    Schedule("daily-briefing", "daily_briefing", 24 * 3600, first_at_once=False),
-)
+BRIEFING_AT = "08:00"  # AEGIS_BRIEFING_AT's default
+WEEKLY_REVIEW_AT = "fri 17:00"  # AEGIS_WEEKLY_REVIEW_AT's default
+
+
+def builtin_schedules(
+    briefing_at: str = BRIEFING_AT, weekly_review_at: str = WEEKLY_REVIEW_AT
+) -> tuple[Schedule, ...]:
+    """The platform's own upkeep; aegis.yaml adds the user's schedules to these. The briefing
+    and the weekly review run at times of day the owner sets; the rest every so often."""
+    return (
+        Schedule("outbox-sweep", "sweep_outbox", 30),
+        Schedule("interaction-sweep", "sweep_interactions", 30),
+        Schedule("run-sweep", "sweep_runs", 30),
+        Schedule("triage-sweep", "sweep_triage", 15 * 60),
+        Schedule("assigned-sweep", "sweep_assigned", 15 * 60),
+        Schedule("retention", "prune_old_rows", 3600, first_at_once=False),
+        Schedule("weekly-review", "weekly_review", 0, False, at_cron("review", weekly_review_at)),
+        Schedule("daily-briefing", "daily_briefing", 0, False, at_cron("briefing", briefing_at)),
+    )
+
+
+BUILTIN_SCHEDULES = builtin_schedules()
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,9 @@ class ScheduleRow:
     source: str
     skipped: int
     last_skipped_at: datetime | None
+    cron: str | None = None
+    missed: int = 0  # times it fell due while nothing ran (aegis was down)
+    last_missed_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> ScheduleRow:
@@ -81,6 +104,10 @@ class ScheduleRow:
     @property
     def from_file(self) -> bool:
         return self.source == FILE
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.interval_seconds, self.cron)
 
     @property
     def agent(self) -> str | None:
@@ -116,32 +143,46 @@ def file_kwargs(spec: ScheduleSpec) -> dict[str, Any]:
 
 
 class Schedules:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, zone: ZoneInfo | None = None) -> None:
         self.store = store
+        self.zone = zone  # the owner's time zone (AEGIS_TIMEZONE); None: UTC
 
     async def seed(self, wanted: Iterable[Schedule]) -> None:
-        """Add schedules that are missing; an existing row keeps its on/off switch."""
+        """Add schedules that are missing; an existing row keeps its on/off switch, and takes
+        the timing wanted now (AEGIS_BRIEFING_AT changed: the briefing moves)."""
+        moment = now()
         async with self.store.write() as conn:
             # Two clocks starting at once (by mistake, on two machines): one seeds, the other
             # then finds the rows, instead of failing on the second insert.
             await serialize_on(conn, "schedules:seed")
-            existing = set((await conn.execute(select(schedules.c.name))).scalars())
+            existing = {
+                row.name: (row.interval_seconds, row.cron)
+                for row in (await conn.execute(select(schedules))).all()
+            }
             for schedule in wanted:
-                if schedule.name in existing:
-                    continue
-                first = now()
-                if not schedule.first_at_once:
-                    first += timedelta(seconds=schedule.interval_seconds)
-                await conn.execute(
-                    insert(schedules).values(
-                        name=schedule.name,
-                        actor=schedule.actor,
-                        interval_seconds=schedule.interval_seconds,
-                        enabled=True,
-                        next_run_at=first,
-                        source=BUILTIN,
+                later = schedule.timing.next_after(moment, self.zone)
+                if schedule.name not in existing:
+                    await conn.execute(
+                        insert(schedules).values(
+                            name=schedule.name,
+                            actor=schedule.actor,
+                            interval_seconds=schedule.interval_seconds,
+                            cron=schedule.cron,
+                            enabled=True,
+                            next_run_at=moment if schedule.first_at_once else later,
+                            source=BUILTIN,
+                        )
                     )
-                )
+                elif existing[schedule.name] != (schedule.interval_seconds, schedule.cron):
+                    await conn.execute(
+                        update(schedules)
+                        .where(schedules.c.name == schedule.name)
+                        .values(
+                            interval_seconds=schedule.interval_seconds,
+                            cron=schedule.cron,
+                            next_run_at=later,
+                        )
+                    )
 
     async def reconcile(self, specs: Iterable[ScheduleSpec]) -> Reconciled:
         """Make the file's rows what the file says, in one transaction.
@@ -167,7 +208,7 @@ class Schedules:
                     done.added.append(name)
                 elif not row.from_file:
                     done.refused.append(name)
-                elif (changes := _file_changes(row, spec, moment)) is not None:
+                elif (changes := _file_changes(row, spec, moment, self.zone)) is not None:
                     await conn.execute(
                         update(schedules).where(schedules.c.name == name).values(**changes)
                     )
@@ -202,14 +243,24 @@ class Schedules:
             if row.from_file and await self.still_running(row.name):
                 await self._skip(row, moment)
                 continue
-            if not await self._move(row.name, row.next_run_at, moment, row.interval_seconds):
+            late = moment - row.next_run_at > LATE_AFTER
+            missed = row.timing.missed_between(row.next_run_at, moment, self.zone) if late else 0
+            following = row.timing.next_after(moment, self.zone)
+            if not await self._claim(row, following, moment, missed):
                 continue
             args = (row.name, row.next_run_at.isoformat()) if row.from_file else (row.name,)
             try:
                 await enqueue(row.actor, *args)
             except Exception:
-                await self._move(row.name, None, row.next_run_at, 0)
+                await self._give_back(row)
                 raise
+            if late:
+                logger.info(
+                    "schedule %s ran late (due %s, nothing ran then)%s",
+                    row.name,
+                    row.next_run_at.isoformat(timespec="seconds"),
+                    f"; {missed} later time(s) missed, run once now" if missed else "",
+                )
             enqueued.append(row.name)
         return enqueued
 
@@ -246,7 +297,7 @@ class Schedules:
                 update(schedules)
                 .where(schedules.c.name == row.name, schedules.c.next_run_at == row.next_run_at)
                 .values(
-                    next_run_at=moment + timedelta(seconds=row.interval_seconds),
+                    next_run_at=row.timing.next_after(moment, self.zone),
                     skipped=schedules.c.skipped + 1,
                     last_skipped_at=moment,
                 )
@@ -255,16 +306,27 @@ class Schedules:
             logger.info("schedule %s skipped: its previous run is still going", row.name)
         return moved.rowcount == 1
 
-    async def _move(self, name: str, expected, moment, interval_seconds: int) -> bool:
-        condition = schedules.c.name == name
-        if expected is not None:
-            condition = condition & (schedules.c.next_run_at == expected)
-        values = {"next_run_at": moment + timedelta(seconds=interval_seconds)}
-        if interval_seconds:
-            values["last_enqueued_at"] = moment
+    async def _claim(self, row: ScheduleRow, following, moment, missed: int) -> bool:
+        """Move the row to its next time if it still holds the time we read (one claimer)."""
+        values: dict[str, Any] = {"next_run_at": following, "last_enqueued_at": moment}
+        if missed:
+            values.update(missed=schedules.c.missed + missed, last_missed_at=moment)
         async with self.store.write() as conn:
-            moved = await conn.execute(update(schedules).where(condition).values(**values))
+            moved = await conn.execute(
+                update(schedules)
+                .where(schedules.c.name == row.name, schedules.c.next_run_at == row.next_run_at)
+                .values(**values)
+            )
         return moved.rowcount == 1
+
+    async def _give_back(self, row: ScheduleRow) -> None:
+        """The broker refused the message: due again at once, as it was."""
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(schedules)
+                .where(schedules.c.name == row.name)
+                .values(next_run_at=row.next_run_at, last_enqueued_at=row.last_enqueued_at)
+            )
 
     async def switch(self, name: str, enabled: bool) -> ScheduleRow | None:
         """Turn a schedule on or off (the clock reads the switch at every tick); None: no
@@ -301,6 +363,7 @@ def _new_file_row(spec: ScheduleSpec, moment: datetime) -> dict[str, Any]:
         "name": spec.name,
         "actor": FILE_ACTOR,
         "interval_seconds": spec.interval_seconds,
+        "cron": spec.cron,
         "enabled": spec.enabled,
         "next_run_at": moment,  # a schedule just added runs at once: you see that it works
         "kwargs": file_kwargs(spec),
@@ -308,14 +371,17 @@ def _new_file_row(spec: ScheduleSpec, moment: datetime) -> dict[str, Any]:
     }
 
 
-def _file_changes(row: ScheduleRow, spec: ScheduleSpec, moment: datetime) -> dict | None:
+def _file_changes(
+    row: ScheduleRow, spec: ScheduleSpec, moment: datetime, zone: ZoneInfo | None
+) -> dict | None:
     """What to update in a known file row, or None; never its switch."""
     changes: dict[str, Any] = {}
     if row.kwargs != file_kwargs(spec) or row.actor != FILE_ACTOR:
         changes.update(kwargs=file_kwargs(spec), actor=FILE_ACTOR)
-    if row.interval_seconds != spec.interval_seconds:
-        changes["interval_seconds"] = spec.interval_seconds
-        # The new interval counts from the last run (a shorter one may make it due now).
-        base = row.last_enqueued_at or moment
-        changes["next_run_at"] = base + timedelta(seconds=spec.interval_seconds)
+    if (row.interval_seconds, row.cron) != (spec.interval_seconds, spec.cron):
+        changes.update(interval_seconds=spec.interval_seconds, cron=spec.cron)
+        # An interval counts from the last run (a shorter one may make it due now); a time of
+        # day is the next one to come.
+        base = (row.last_enqueued_at or moment) if spec.cron is None else moment
+        changes["next_run_at"] = Timing(spec.interval_seconds, spec.cron).next_after(base, zone)
     return changes or None

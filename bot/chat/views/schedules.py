@@ -8,27 +8,30 @@ and ``scheduled_run`` skips it with a warning (jobs/schedules.py).
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from typing import Any
 
 from bot.agents.profiles import AgentProfile, with_tag
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
 from bot.chat.text import visible
-from bot.timeutil import short_time
+from bot.timeutil import local_time, short_time
 from bot.upkeep.schedules import ScheduleRow
 
 SCHEDULE_KIND = "sched"
-UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
 
 def schedules_view(
-    signer: CallbackSigner, rows: list[ScheduleRow], agents: dict[str, AgentProfile]
+    signer: CallbackSigner,
+    rows: list[ScheduleRow],
+    agents: dict[str, AgentProfile],
+    zone: tzinfo | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     if not rows:
         return "No schedules yet: the clock adds them when it starts.", None
     lines = ["Schedules:"]
     buttons = []
     for row in rows:
-        lines += schedule_lines(row, agents)
+        lines += schedule_lines(row, agents, zone)
         if _fits(row.name):
             choice, verb = ("off", "Turn off") if row.enabled else ("on", "Turn on")
             data = signer.sign(SCHEDULE_KIND, row.name, choice)
@@ -37,15 +40,24 @@ def schedules_view(
     return "\n".join(lines), {"inline_keyboard": buttons} if buttons else None
 
 
-def schedule_lines(row: ScheduleRow, agents: dict[str, AgentProfile]) -> list[str]:
+def schedule_lines(
+    row: ScheduleRow, agents: dict[str, AgentProfile], zone: tzinfo | None = None
+) -> list[str]:
     state = "on" if row.enabled else "off"
-    head = f"• {row.name} · every {every(row.interval_seconds)} · {who_runs(row, agents)} · {state}"
-    facts = [f"next {short_time(row.next_run_at)}" if row.enabled else "next: off"]
+    head = f"• {row.name} · {row.timing.describe(zone)} · {who_runs(row, agents)} · {state}"
+    facts = [f"next {local_time(row.next_run_at, zone)}" if row.enabled else "next: off"]
     facts.append(
-        f"last {short_time(row.last_enqueued_at)}" if row.last_enqueued_at else "not run yet"
+        f"last {local_time(row.last_enqueued_at, zone)}" if row.last_enqueued_at else "not run yet"
     )
     if row.skipped:
-        facts.append(f"skipped {row.skipped} while busy (last {short_time(row.last_skipped_at)})")
+        facts.append(
+            f"skipped {row.skipped} while busy (last {local_time(row.last_skipped_at, zone)})"
+        )
+    if row.missed:
+        facts.append(
+            f"missed {row.missed} while aegis was not running, then ran once late (last "
+            f"{local_time(row.last_missed_at, zone)})"
+        )
     return [head, "   " + " · ".join(facts)]
 
 
@@ -75,16 +87,6 @@ def status_lines(rows: list[ScheduleRow], agents: dict[str, AgentProfile]) -> li
                 f"going (last at {short_time(row.last_skipped_at)})"
             )
     return lines
-
-
-def every(seconds: int) -> str:
-    """``90`` → ``1m30s``, ``86400`` → ``1d``."""
-    parts = []
-    for unit, size in UNITS:
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return "".join(parts) or "0s"
 
 
 def _fits(name: str) -> bool:
