@@ -1,5 +1,5 @@
-"""``aegis clock``: exactly one per deployment. Reads ``schedules`` and the monitors' slots and
-enqueues what is due; it never runs the work itself.
+"""``aegis clock``: reads ``schedules``, the reminders and the monitors' slots and enqueues what
+is due; it never runs the work itself.
 
 It also follows ``aegis.yaml``: at start and whenever the file changes, the file's schedules are
 reconciled into rows (bot/upkeep/schedules.py), so a schedule added, changed or removed in the file
@@ -24,6 +24,7 @@ from bot.config.file import Config
 from bot.config.live import LiveConfig
 from bot.errors import BrokerError, StoreError
 from bot.monitors.monitors import Monitors
+from bot.reminders.reminders import Reminders
 from bot.store.database import Store
 from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
@@ -56,6 +57,7 @@ async def run_clock(
     ``name`` tells the clock apart in the lease and the heartbeats (default: host and pid);
     ``builtins`` are the platform's own schedules and ``zone`` the owner's time zone."""
     schedules = Schedules(store, zone)
+    reminders = Reminders(store)
     heartbeats = Heartbeats(store)
     follow = FileSchedules(schedules, config, monitors)
     process, started = name or process_id("clock"), now()
@@ -72,7 +74,7 @@ async def run_clock(
                 kind = _kind(held)
                 await _quietly(heartbeats.beat(process, kind, started))
                 last_beat = now()
-            wait = await _tick(follow, schedules, monitors, enqueue) if held else None
+            wait = await _tick(follow, schedules, reminders, monitors, enqueue) if held else None
             if wait is None:
                 wait = renew_every.total_seconds()
             try:
@@ -88,11 +90,17 @@ def _kind(held: bool) -> str:
     return "clock" if held else STANDBY
 
 
-async def _tick(follow, schedules: Schedules, monitors: Monitors | None, enqueue) -> float:
+async def _tick(
+    follow, schedules: Schedules, reminders: Reminders, monitors: Monitors | None, enqueue
+) -> float:
     """Enqueue what is due; returns the seconds until something may next be due (at most 1)."""
     await _quietly(follow.reconcile_if_changed())
     await _quietly(schedules.enqueue_due(enqueue))
-    waits = [await _quietly(schedules.seconds_until_next(ceiling=1.0))]
+    await _quietly(reminders.enqueue_due(enqueue))
+    waits = [
+        await _quietly(schedules.seconds_until_next(ceiling=1.0)),
+        await _quietly(reminders.seconds_until_next(ceiling=1.0)),
+    ]
     if monitors is not None:
         await _quietly(monitors.enqueue_due(enqueue))
         waits.append(await _quietly(monitors.seconds_until_next(ceiling=1.0)))

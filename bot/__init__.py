@@ -14,6 +14,7 @@
 - ``bot.tools``: the platform's own tools, their declarations apart from their functions.
 - ``bot.upkeep``: job runs, heartbeats, schedules, leases, retention, gauges.
 - ``bot.monitors``: monitors, their checks' verdicts, incidents and their cards.
+- ``bot.reminders``: one-shot reminders made in chat, and the time as people write it.
 
 Beside them: ``bot/core.py`` builds the core services once per process, ``bot/errors.py`` holds
 every error aegis raises on purpose, ``bot/timeutil.py`` is the one clock.

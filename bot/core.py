@@ -27,6 +27,7 @@ from bot.errors import BrokerError, RunRefused
 from bot.interactions.interactions import Enqueue, Interactions
 from bot.monitors.incidents import Incidents
 from bot.monitors.monitors import Monitors
+from bot.reminders.reminders import Reminders
 from bot.store.database import Store
 from bot.tasks.inbox import Inbox
 from bot.tasks.notes import Notes
@@ -75,6 +76,7 @@ class Platform:
     heartbeats: Heartbeats
     schedules: Schedules
     monitors: Monitors  # what aegis watches, and the incidents they open
+    reminders: Reminders  # one-shot reminders made in chat
 
     @property
     def catalog(self) -> Catalog:
@@ -184,6 +186,7 @@ class Platform:
             heartbeats=Heartbeats(store),
             schedules=Schedules(store, settings.zone),
             monitors=Monitors(store, Incidents(store, outbox, signer)),
+            reminders=Reminders(store),
         )
         toolbox.update(platform_functions(platform))
         actions.explainers = platform_explainers(platform)

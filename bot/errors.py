@@ -177,5 +177,13 @@ class MonitorRefused(MonitorError, ValueError):
         self.problem = problem
 
 
+class ReminderError(AegisError):
+    """Raised when a reminder cannot be made or kept as asked."""
+
+
+class ReminderRefused(ReminderError, ValueError):
+    """Raised when what follows /remind is refused; the message says what to write."""
+
+
 class FederationError(AegisError):
     """Raised when a peer's request is refused or a request to a peer cannot be made."""

@@ -22,7 +22,17 @@ from telegram.ext import (
 )
 
 from bot.chat.views.commands import COMMANDS, Command
-from handlers import agents, buttons, chat, interactions, ledger, monitors, schedules, tasks
+from handlers import (
+    agents,
+    buttons,
+    chat,
+    interactions,
+    ledger,
+    monitors,
+    reminders,
+    schedules,
+    tasks,
+)
 from handlers.errors import on_error
 from handlers.gate import gate
 from handlers.services import SERVICES_KEY, Services
@@ -56,6 +66,7 @@ CALLBACKS = {
     "cancel": agents.cancel,
     "agents": agents.agents,
     "schedules": schedules.show,
+    "remind": reminders.remind,
     "models": ledger.models,
     "watch": monitors.watch,
     "monitors": monitors.show,

@@ -19,7 +19,7 @@ from bot.actions.audit import AuditEvent
 from bot.chat.callbacks import CallbackData
 from bot.chat.views import tasks as task_views
 from bot.chat.views.cards import CALLBACK_KIND
-from handlers import monitors, schedules
+from handlers import monitors, reminders, schedules
 from handlers.chat import REFRESH_KIND, refresh_status
 from handlers.interactions import on_card_tap
 from handlers.services import services
@@ -42,6 +42,7 @@ def tap_handlers() -> list[CallbackQueryHandler]:
         (on_page_button, kinds(task_views.PAGE_KIND, task_views.FIND_KIND)),
         (schedules.on_button, kinds(*schedules.KINDS)),
         (monitors.on_button, kinds(*monitors.KINDS)),
+        (reminders.on_button, kinds(*reminders.KINDS)),
         (refresh_status, re.compile(rf"^{re.escape(REFRESH_KIND)}:status:")),
         (on_unknown_kind, None),
     ]

@@ -8,6 +8,7 @@ from telegram.ext import ContextTypes
 
 from bot.chat.briefing import BRIEFING_KIND
 from bot.chat.callbacks import CallbackData
+from bot.chat.views.reminders import waiting_lines
 from bot.chat.views.schedules import SCHEDULE_KIND, schedules_view
 from bot.timeutil import local_time, now
 from handlers.interactions import pending
@@ -18,7 +19,7 @@ SWITCHES = {"on": True, "off": False}
 
 
 async def show(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    text, markup = await _view(services(context))
+    text, markup = await _view(services(context), update.effective_chat.id)
     await reply(update, context, text, reply_markup=markup)
 
 
@@ -42,11 +43,13 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
     else:
         answer = f"{row.name} is off; it will not run until you turn it on."
     await query.answer(answer)
-    text, markup = await _view(svc)
+    text, markup = await _view(svc, update.effective_chat.id)
     await reply(update, context, f"{answer}\n\n{text}", reply_markup=markup)
 
 
-async def _view(svc: Services):
+async def _view(svc: Services, chat_id: int):
     rows = await svc.platform.schedules.all()
     zone = svc.platform.settings.zone
-    return schedules_view(svc.signer, rows, svc.platform.agents, zone)
+    text, markup = schedules_view(svc.signer, rows, svc.platform.agents, zone)
+    waiting = await svc.platform.reminders.waiting(chat_id)
+    return "\n".join([text, *waiting_lines(waiting, zone)]), markup

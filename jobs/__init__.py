@@ -18,6 +18,7 @@ ACTOR_MODULES = (
     "jobs.schedules",
     "jobs.briefing",
     "jobs.retention",
+    "jobs.reminders",
     "jobs.monitors.checks",
     "jobs.monitors.watches",
     "jobs.monitors.processes",

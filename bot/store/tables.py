@@ -486,3 +486,21 @@ process_watches = Table(
     Index("ix_process_watches_due", "status", "next_check_at"),
     Index("ix_process_watches_run", "run_id", "status"),
 )
+
+# One-shot reminders made in chat (bot/reminders/reminders.py): waiting until due, then claimed by
+# the clock (due), then their card is queued (sent); Done closes one, a snooze makes it wait again.
+reminders = Table(
+    "reminders",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("chat_id", BigInteger, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("status", String(12), nullable=False),
+    Column("due_at", UTCDateTime(), nullable=False),
+    Column("claimed_at", UTCDateTime()),  # when the clock enqueued it
+    Column("fired_at", UTCDateTime()),  # when its card was queued
+    Column("card_outbox_id", Integer),
+    Column("snoozes", Integer, nullable=False, server_default=text("0")),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index("ix_reminders_due", "status", "due_at"),
+)

@@ -115,10 +115,18 @@ COMMANDS = (
         "every agent, what it is doing, its last run",
     ),
     Command(
+        "remind",
+        "Remind me: /remind 20m call the bank",
+        MACHINE,
+        "a reminder as a card with Done, Snooze 1h and Tomorrow; when is 20m, 17:00, "
+        "tomorrow 9:00, fri 17:00 or 24 dec",
+        "20m call the bank",
+    ),
+    Command(
         "schedules",
         "Schedules: when each runs, on or off",
         MACHINE,
-        "what runs on its own and when, with buttons to turn each on or off",
+        "what runs on its own and when (and your reminders), with buttons to turn each on or off",
     ),
     Command("models", "When each model last succeeded", AGENTS, "when each model last answered"),
     Command(
