@@ -177,6 +177,10 @@ class MonitorRefused(MonitorError, ValueError):
         self.problem = problem
 
 
+class ScheduleRefused(PolicyError, ValueError):
+    """Raised when what follows /every is refused; the message says what to write."""
+
+
 class ReminderError(AegisError):
     """Raised when a reminder cannot be made or kept as asked."""
 

@@ -67,6 +67,7 @@ CALLBACKS = {
     "agents": agents.agents,
     "schedules": schedules.show,
     "remind": reminders.remind,
+    "every": schedules.every,
     "models": ledger.models,
     "watch": monitors.watch,
     "monitors": monitors.show,

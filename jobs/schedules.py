@@ -32,7 +32,7 @@ async def scheduled_run(schedule: str, due: str = "") -> dict:
     platform = (await resources()).platform
     schedules = platform.schedules
     row = await schedules.get(schedule)
-    if row is None or not row.from_file:
+    if row is None or not row.runs_agent:
         return {"schedules_gone": 1}
     if not row.enabled:
         return {"schedules_off": 1}  # switched off after it was enqueued

@@ -35,6 +35,7 @@ from bot.upkeep.timing import LATE_AFTER, Timing, at_cron
 logger = logging.getLogger(__name__)
 
 FILE = "file"  # rows that aegis.yaml declares
+CHAT = "chat"  # rows made with /every in chat
 BUILTIN = "builtin"  # the platform's own; a row from before sources were recorded has None
 FILE_ACTOR = "scheduled_run"  # runs an agent for a file schedule (jobs/schedules.py)
 
@@ -104,6 +105,11 @@ class ScheduleRow:
     @property
     def from_file(self) -> bool:
         return self.source == FILE
+
+    @property
+    def runs_agent(self) -> bool:
+        """An owner's schedule (from the file or the chat), run by ``scheduled_run``."""
+        return self.source in (FILE, CHAT)
 
     @property
     def timing(self) -> Timing:
@@ -219,7 +225,9 @@ class Schedules:
                 done.removed.extend(gone)
         for name in done.refused:
             logger.warning(
-                "aegis.yaml schedules.%s: a built-in schedule has this name; rename it", name
+                "aegis.yaml schedules.%s: a built-in schedule or one made in chat has this name; "
+                "rename it",
+                name,
             )
         return done
 
@@ -240,7 +248,7 @@ class Schedules:
             rows = [ScheduleRow.from_row(row) for row in due.all()]
         enqueued = []
         for row in rows:
-            if row.from_file and await self.still_running(row.name):
+            if row.runs_agent and await self.still_running(row.name):
                 await self._skip(row, moment)
                 continue
             late = moment - row.next_run_at > LATE_AFTER
@@ -248,7 +256,7 @@ class Schedules:
             following = row.timing.next_after(moment, self.zone)
             if not await self._claim(row, following, moment, missed):
                 continue
-            args = (row.name, row.next_run_at.isoformat()) if row.from_file else (row.name,)
+            args = (row.name, row.next_run_at.isoformat()) if row.runs_agent else (row.name,)
             try:
                 await enqueue(row.actor, *args)
             except Exception:
@@ -338,16 +346,62 @@ class Schedules:
             row = (await conn.execute(select(schedules).where(schedules.c.name == name))).first()
         return ScheduleRow.from_row(row) if row else None
 
+    async def add_from_chat(
+        self, timing: Timing, agent: str, request: str, *, moment: datetime | None = None
+    ) -> ScheduleRow:
+        """A schedule made with /every: named ``<agent>-<n>``, first due at its next time."""
+        moment = moment or now()
+        async with self.store.write() as conn:
+            await serialize_on(conn, "schedules:chat")
+            taken = set((await conn.execute(select(schedules.c.name))).scalars())
+            number = 1
+            while f"{agent}-{number}" in taken:
+                number += 1
+            name = f"{agent}-{number}"
+            await conn.execute(
+                insert(schedules).values(
+                    name=name,
+                    actor=FILE_ACTOR,
+                    interval_seconds=timing.interval_seconds,
+                    cron=timing.cron,
+                    enabled=True,
+                    next_run_at=timing.next_after(moment, self.zone),
+                    kwargs={"agent": agent, "request": request},
+                    source=CHAT,
+                )
+            )
+            row = (await conn.execute(select(schedules).where(schedules.c.name == name))).one()
+        return ScheduleRow.from_row(row)
+
+    async def delete_from_chat(self, name: str) -> bool:
+        """Delete a schedule made in chat; False for any other (the file's are the file's)."""
+        async with self.store.write() as conn:
+            gone = await conn.execute(
+                delete(schedules).where(schedules.c.name == name, schedules.c.source == CHAT)
+            )
+        return gone.rowcount == 1
+
+    async def run_now(self, name: str, enqueue: Callable[..., Awaitable[None]]) -> bool:
+        """Enqueue it once now, out of turn; its next time stays. False: no such schedule."""
+        row = await self.get(name)
+        if row is None:
+            return False
+        moment = now()
+        args = (row.name, moment.isoformat()) if row.runs_agent else (row.name,)
+        await enqueue(row.actor, *args)
+        return True
+
     async def get(self, name: str) -> ScheduleRow | None:
         async with self.store.read() as conn:
             row = (await conn.execute(select(schedules).where(schedules.c.name == name))).first()
         return ScheduleRow.from_row(row) if row else None
 
     async def all(self) -> list[ScheduleRow]:
-        """Every schedule: the file's first, then the platform's, each by name."""
+        """Every schedule: the owner's first (the file's and the chat's), then the platform's,
+        each by name."""
         async with self.store.read() as conn:
             rows = [ScheduleRow.from_row(r) for r in (await conn.execute(select(schedules))).all()]
-        return sorted(rows, key=lambda row: (not row.from_file, row.name))
+        return sorted(rows, key=lambda row: (not row.runs_agent, row.name))
 
     async def seconds_until_next(self, *, ceiling: float = 5.0) -> float:
         query = select(schedules.c.next_run_at).where(schedules.c.enabled)

@@ -26,7 +26,13 @@ from cronsim import CronSim, CronSimError
 from bot.errors import PolicyConfigError
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-DAY_SETS = {"daily": "*", "weekdays": "mon-fri", "weekday": "mon-fri", "weekends": "sat,sun"}
+DAY_SETS = {
+    "daily": "*",
+    "day": "*",
+    "weekdays": "mon-fri",
+    "weekday": "mon-fri",
+    "weekends": "sat,sun",
+}
 AT = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 CRON_FIELD = re.compile(r"^[0-9*,/\-a-z]+$")
 LATE_AFTER = timedelta(minutes=2)  # a run this far past its time is said to be late

@@ -304,3 +304,57 @@ async def test_the_daily_briefing_card(stack):
     await eventually(lambda: _count_at_least(job_summaries(stack, "daily_briefing"), 2))
     briefings = [m for m in await stack.bot_messages() if m["text"].startswith("Daily briefing")]
     assert len(briefings) == 1
+
+
+def row_buttons(message: dict, first: str) -> dict[str, str]:
+    """The buttons of the keyboard row that starts with the button ``first``."""
+    for keys in message["reply_markup"]["inline_keyboard"]:
+        if keys[0]["text"] == first:
+            return {key["text"]: key["callback_data"] for key in keys}
+    raise AssertionError(f"no row starts with {first!r}")
+
+
+async def press(stack, message: dict, data: str) -> str:
+    tapped = await stack.emulator.tap(OWNER_CHAT, message["message_id"], data)
+    answer = await eventually(lambda: stack.emulator.callback_answer(tapped["callback_query_id"]))
+    return answer.get("text") or ""
+
+
+async def test_every_makes_a_schedule_in_chat_that_runs_now_and_is_deleted_by_its_buttons(stack):
+    answer = await command(stack, "/every weekdays 8:00 run clerk say good morning", r"^Sched")
+    assert answer["text"].startswith(
+        "Scheduled as clerk-1: at 08:00 on Monday through Friday (UTC), clerk is asked "
+        "'say good morning'. First run "
+    )
+    made = await row(stack, "clerk-1")
+    assert (made.source, made.cron, made.agent) == ("chat", "0 8 * * mon-fri", "clerk")
+    assert made.next_run_at.strftime("%H:%M") == "08:00" and made.next_run_at.weekday() < 5
+    async with clock(stack):  # the file's schedules and the built-ins, beside it
+        await eventually(lambda: row(stack, "hello"))
+        listing = await command(stack, "/schedules", r"^Schedules")
+    assert "• clerk-1 · at 08:00 on Monday through Friday (UTC) · clerk · on" in listing["text"]
+    keys = row_buttons(listing, "Turn off clerk-1")
+    assert list(keys) == ["Turn off clerk-1", "Run now", "Delete"]
+    assert "Delete" not in row_buttons(listing, "Turn off hello")  # the file's stay the file's
+
+    assert (await press(stack, listing, keys["Run now"])).startswith("clerk-1 runs now, once")
+    await message_with(stack, r"^Scheduled: say good morning$")
+    assert (await row(stack, "clerk-1")).next_run_at == made.next_run_at  # its time stays
+
+    assert await press(stack, listing, keys["Delete"]) == "clerk-1 is deleted."
+    assert await row(stack, "clerk-1") is None
+    assert "no schedule clerk-1 any more" in await press(stack, listing, keys["Delete"])
+
+
+async def test_every_refuses_what_it_cannot_run_with_what_to_write(stack):
+    for text, words in [
+        ("/every", "Say when, then run"),
+        ("/every weekdays 8:00 clerk hello", "Say when, then run"),
+        ("/every 5m run clerk hello", "Every 10 minutes at most"),
+        ("/every someday 8:00 run clerk hello", "'someday' is not a set of days"),
+        ("/every 8:61 run clerk hello", "is not a time of day"),
+        ("/every 2h run nobody hello", "there is no agent 'nobody' to run (agents: clerk, demo)"),
+    ]:
+        answer = await command(stack, text, r".")
+        assert words in answer["text"], (text, answer["text"])
+    assert [r.name for r in await Schedules(stack.store).all() if r.source == "chat"] == []

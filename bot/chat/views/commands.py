@@ -123,10 +123,18 @@ COMMANDS = (
         "20m call the bank",
     ),
     Command(
+        "every",
+        "Run an agent on a schedule: /every weekdays 8:00 run …",
+        AGENTS,
+        "run an agent at a time of day or every so long, in your time zone",
+        "weekdays 8:00 run scout what happened overnight",
+    ),
+    Command(
         "schedules",
         "Schedules: when each runs, on or off",
         MACHINE,
-        "what runs on its own and when (and your reminders), with buttons to turn each on or off",
+        "what runs on its own and when (and your reminders), with buttons to turn each off, "
+        "run it now or delete one made in chat",
     ),
     Command("models", "When each model last succeeded", AGENTS, "when each model last answered"),
     Command(

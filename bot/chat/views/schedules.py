@@ -15,7 +15,7 @@ from bot.agents.profiles import AgentProfile, with_tag
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
 from bot.chat.text import visible
 from bot.timeutil import local_time, short_time
-from bot.upkeep.schedules import ScheduleRow
+from bot.upkeep.schedules import CHAT, ScheduleRow
 
 SCHEDULE_KIND = "sched"
 
@@ -33,11 +33,21 @@ def schedules_view(
     for row in rows:
         lines += schedule_lines(row, agents, zone)
         if _fits(row.name):
-            choice, verb = ("off", "Turn off") if row.enabled else ("on", "Turn on")
-            data = signer.sign(SCHEDULE_KIND, row.name, choice)
-            buttons.append([{"text": f"{verb} {row.name}", "callback_data": data}])
+            buttons.append(_buttons(signer, row))
     lines.append("\nA change takes effect at the clock's next tick.")
     return "\n".join(lines), {"inline_keyboard": buttons} if buttons else None
+
+
+def _buttons(signer: CallbackSigner, row: ScheduleRow) -> list[dict[str, str]]:
+    """Off (or on), run now, and, for a schedule made in chat, delete."""
+    choice, verb = ("off", "Turn off") if row.enabled else ("on", "Turn on")
+    choices = [(choice, f"{verb} {row.name}"), ("now", "Run now")]
+    if row.source == CHAT:
+        choices.append(("delete", "Delete"))
+    return [
+        {"text": label, "callback_data": signer.sign(SCHEDULE_KIND, row.name, choice)}
+        for choice, label in choices
+    ]
 
 
 def schedule_lines(
@@ -62,7 +72,7 @@ def schedule_lines(
 
 
 def who_runs(row: ScheduleRow, agents: dict[str, AgentProfile]) -> str:
-    if not row.from_file:
+    if not row.runs_agent:
         return f"aegis ({row.actor})"
     if row.agent is not None:
         return row.agent
@@ -91,4 +101,4 @@ def status_lines(rows: list[ScheduleRow], agents: dict[str, AgentProfile]) -> li
 
 def _fits(name: str) -> bool:
     # kind, name, the longer choice, the mac and the separators
-    return len(f"{SCHEDULE_KIND}:{name}:off:0123456789".encode()) <= MAX_CALLBACK_BYTES
+    return len(f"{SCHEDULE_KIND}:{name}:delete:0123456789".encode()) <= MAX_CALLBACK_BYTES
