@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 
 import dramatiq
 
@@ -18,6 +19,8 @@ from aegis.botapi.endpoint import owner_chats
 from bot.agents.agent_run import RunOrigin
 from bot.agents.profiles import with_tag
 from bot.errors import ConfigError, RunRefused
+from bot.timeutil import local_time, now
+from bot.upkeep.timing import LATE_AFTER
 from jobs.broker import require_broker
 from jobs.resources import resources
 
@@ -59,6 +62,7 @@ async def scheduled_run(schedule: str, due: str = "") -> dict:
     if not chats:
         logger.warning("schedule %s skipped: no owner chat (set AEGIS_OWNER_IDS)", schedule)
         return {"no_owner_chat": 1}
+    await _say_if_late(platform, row, due, chats[0])
     try:
         await platform.start_run(
             agent,
@@ -72,6 +76,19 @@ async def scheduled_run(schedule: str, due: str = "") -> dict:
         logger.warning("schedule %s did not start a run: %s", schedule, exc)
         return {"runs_refused": 1}
     return {"runs_started": 1}
+
+
+async def _say_if_late(platform, row, due: str, chat_id: int) -> None:
+    """A run that comes late (aegis was down at its time) says so, once per due time."""
+    if not due or now() - datetime.fromisoformat(due) <= LATE_AFTER:
+        return
+    zone = platform.settings.zone
+    missed = f"; {row.missed} later time(s) were missed in all" if row.missed else ""
+    text = (
+        f"Schedule {row.name} runs late: it was due {local_time(datetime.fromisoformat(due), zone)}"
+        f", while aegis was not running{missed}. It runs once now."
+    )
+    await platform.outbox.send(chat_id, text, key=f"late:{row.name}:{due}")
 
 
 async def _knows(platform, agent: str) -> bool:

@@ -20,6 +20,7 @@ from sqlalchemy import select, update
 
 from aegis.clock import run_clock
 from bot.agents.agent_run import RunState
+from bot.config.file import load_config
 from bot.config.live import LiveConfig
 from bot.interactions.interaction import Ask, Kind
 from bot.store.tables import agent_runs, runs, schedules
@@ -358,3 +359,23 @@ async def test_every_refuses_what_it_cannot_run_with_what_to_write(stack):
         answer = await command(stack, text, r".")
         assert words in answer["text"], (text, answer["text"])
     assert [r.name for r in await Schedules(stack.store).all() if r.source == "chat"] == []
+
+
+async def test_after_two_days_down_a_schedule_runs_once_and_says_it_is_late(stack):
+    await Schedules(stack.store).reconcile(load_config(stack.settings.config_file).schedules)
+    async with stack.store.write() as conn:  # as if aegis had been down since two days ago
+        await conn.execute(
+            update(schedules)
+            .where(schedules.c.name == "hello")
+            .values(next_run_at=now() - timedelta(days=2))
+        )
+    async with clock(stack):
+        late = await message_with(stack, r"^Schedule hello runs late")
+        await eventually(lambda: runs_of(stack, "hello", RunState.COMPLETED), timeout=30)
+        await asyncio.sleep(1.5)  # a tick or two more: nothing more is enqueued
+    assert "while aegis was not running; 48 later time(s) were missed in all" in late["text"]
+    assert len(await runs_of(stack, "hello")) == 1
+    lates = [m for m in await stack.bot_messages() if m["text"].startswith("Schedule hello")]
+    assert len(lates) == 1
+    hello = await row(stack, "hello")
+    assert hello.missed == 48 and hello.next_run_at > now()
