@@ -8,6 +8,7 @@ import os
 import sys
 from importlib import metadata
 
+from aegis import backup
 from bot.config.settings import Settings, load_settings
 from bot.errors import AegisError, AlreadyRunning, ConfigError
 
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Then send /pair CODE to the bot from each account that should be an owner.",
     )
     init.add_argument("--rotate", action="store_true", help="replace an existing secret")
+    backup.add_parser(commands)
     agent = commands.add_parser(
         "agent", help="agents' MCP tokens", description="Commands about agents."
     )
@@ -185,6 +187,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return run_open(settings, sys.stdout)
     if args.command == "db":
         return run_db_upgrade(settings)
+    if args.command == "backup":
+        return backup.run_backup(args, settings)
     if args.command == "agent":
         from aegis.agent_token import print_agent_token
 
