@@ -8,11 +8,14 @@ secrets) made while it runs, checked against its manifest, and restored into a d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
 from bot.config.settings import Settings
+from bot.errors import BackupDamaged
 
 
 def run_backup(args: argparse.Namespace, settings: Settings, out: TextIO = sys.stdout) -> int:
@@ -21,12 +24,25 @@ def run_backup(args: argparse.Namespace, settings: Settings, out: TextIO = sys.s
     if args.backup_command == "create":
         path = create.create(settings, out, output=args.output, with_secrets=args.with_secrets)
         if args.verify:
-            create.verify(path, out)
+            with _naming(path, ""):
+                create.verify(path, out)
     elif args.backup_command == "verify":
-        create.verify(Path(args.archive), out)
+        with _naming(Path(args.archive), ""):
+            create.verify(Path(args.archive), out)
     else:
-        restore.restore(settings, Path(args.archive), out, force=args.force)
+        with _naming(Path(args.archive), ", so nothing was restored"):
+            restore.restore(settings, Path(args.archive), out, force=args.force)
     return 0
+
+
+@contextlib.contextmanager
+def _naming(path: Path, consequence: str) -> Iterator[None]:
+    """A damaged archive's sentence names the archive (and, for restore, that nothing changed:
+    restore reads the whole archive before it touches anything)."""
+    try:
+        yield
+    except BackupDamaged as exc:
+        raise BackupDamaged(f"the archive {path} failed verification{consequence}: {exc}") from exc
 
 
 def add_parser(commands) -> None:

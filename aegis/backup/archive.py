@@ -160,7 +160,7 @@ def read_manifest(path: Path) -> Manifest:
     with _reading(path) as tar, _naming(path, MANIFEST):
         first = tar.next()
         if first is None or first.name != MANIFEST or not first.isfile():
-            raise BackupDamaged(f"{path} does not start with a {MANIFEST}: not an aegis backup")
+            raise BackupDamaged(f"it does not start with a {MANIFEST}: it is not an aegis backup")
         return Manifest.from_json(tar.extractfile(first).read())
 
 
@@ -180,7 +180,7 @@ def unpack(path: Path, into: Path) -> tuple[Manifest, dict[str, Path]]:
                 unpacked[member.name] = _unpack_member(tar, member, manifest, into, unpacked)
     missing = sorted(set(manifest.members) - set(unpacked))
     if missing:
-        raise BackupDamaged(f"{path} lacks {', '.join(missing)}, which its manifest lists")
+        raise BackupDamaged(f"it lacks {', '.join(missing)}, which its manifest lists")
     return manifest, unpacked
 
 
@@ -201,9 +201,9 @@ def _unpack_member(tar, member, manifest: Manifest, into: Path, seen: dict) -> P
             handle.write(chunk)
     if size != expected["size"] or digest.hexdigest() != expected["sha256"]:
         raise BackupDamaged(
-            f"{name} does not match the manifest: its sha256 is {digest.hexdigest()[:16]}… "
-            f"({size} bytes), the manifest says {expected['sha256'][:16]}… "
-            f"({expected['size']} bytes)"
+            f"its member {name} does not match the manifest: its sha256 is "
+            f"{digest.hexdigest()[:16]}… ({size} bytes), the manifest says "
+            f"{expected['sha256'][:16]}… ({expected['size']} bytes)"
         )
     return target
 
@@ -215,7 +215,7 @@ def _reading(path: Path):
     except FileNotFoundError:
         raise BackupError(f"there is no archive at {path}") from None
     except READ_ERRORS as exc:
-        raise BackupDamaged(f"{path} is not a readable tar archive ({exc})") from None
+        raise BackupDamaged(f"it is not a readable tar archive ({exc})") from None
     with tar:
         yield tar
 
@@ -228,5 +228,5 @@ def _naming(path: Path, member):
     except READ_ERRORS as exc:
         where = member() if callable(member) else member
         raise BackupDamaged(
-            f"{path} is damaged in or just after {where}: {exc or type(exc).__name__}"
+            f"it is damaged in or just after {where}: {exc or type(exc).__name__}"
         ) from None

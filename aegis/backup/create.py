@@ -118,6 +118,7 @@ def _copy_database(settings: Settings, kind: str, work: Path, err: TextIO):
         revision = databases.copy_sqlite(source, copy, show)
         return {archive.SQLITE_MEMBER: copy}, revision
     dump = work / "aegis.pgdump"
+    databases.pg_tool("pg_dump")  # before anything else: the sentence that says to install it
     # The revision is read first: a migration between the two would be named one behind, and
     # restore migrates forward from there, which is harmless.
     revision = asyncio.run(_postgres_revision(settings))
