@@ -42,6 +42,10 @@ def copy_sqlite(source: Path, target: Path, progress: Progress | None = None) ->
     reader = sqlite3.connect(source, isolation_level=None)
     writer = sqlite3.connect(target, isolation_level=None)
     try:
+        # The copy is scratch until the archive (which is fsynced) holds it: flushing 100 MB of
+        # it to disk would only compete with aegis's own commits and checkpoints for the disk.
+        writer.execute("PRAGMA synchronous=OFF")
+        writer.execute("PRAGMA journal_mode=OFF")
         reader.execute("PRAGMA query_only=1")
         reader.execute("PRAGMA busy_timeout=30000")
         reader.execute("BEGIN")

@@ -14,7 +14,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from alembic import command
+from sqlalchemy import create_engine, func, select
 
 from aegis.backup import archive
 from bot.chat.callbacks import CallbackSigner
@@ -368,3 +369,22 @@ def test_each_backup_command_has_help(tmp_path, command):
     result = run_aegis(["backup", command, "--help"], tmp_path)
     assert result.returncode == 0
     assert len(result.stdout.split("\n\n", 1)[1].split()) >= 20
+
+
+def test_an_archive_of_an_older_schema_is_migrated_forward(tmp_path):
+    source = settings_for(tmp_path / "old", None)
+    source.ensure_data_dir()
+    config = migrate.alembic_config()
+    engine = create_engine(f"sqlite:///{source.sqlite_path}")
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0006")
+    engine.dispose()
+    made = aegis(source, "backup", "create", "-o", str(tmp_path / "old.tar.gz"))
+    assert made.returncode == 0, made.stderr
+    assert "(schema 0006)" in made.stdout
+    restored = settings_for(tmp_path / "new", None)
+    result = aegis(restored, "backup", "restore", str(tmp_path / "old.tar.gz"))
+    assert result.returncode == 0, result.stderr
+    assert "Migrated the schema forward: 0007." in result.stdout
+    assert aegis(restored, "doctor").returncode == 0
