@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, func, select
 
-from aegis.backup import archive
+from aegis.backup import archive, databases
 from bot.chat.callbacks import CallbackSigner
 from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
@@ -128,8 +129,6 @@ def counts_in_archive(path: Path, into: Path) -> dict[str, int]:
         tar.extract(member, into, filter="data")
     copy = into / member
     if member == archive.SQLITE_MEMBER:
-        import sqlite3
-
         with sqlite3.connect(copy) as connection:
             return {
                 name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # noqa: S608
@@ -388,3 +387,35 @@ def test_an_archive_of_an_older_schema_is_migrated_forward(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Migrated the schema forward: 0007." in result.stdout
     assert aegis(restored, "doctor").returncode == 0
+
+
+def test_the_online_copy_keeps_its_snapshot_while_another_connection_writes(tmp_path, monkeypatch):
+    """Between every page the copy takes, another connection commits a write: the copy goes on
+    from its one read transaction (no restart) and holds the database as it was at its start.
+    Without that transaction SQLite restarts a paged copy after each such write."""
+    source = settings_for(tmp_path / "source", None)
+    source.ensure_data_dir()
+    config = migrate.alembic_config()
+    engine = create_engine(f"sqlite:///{source.sqlite_path}")
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    engine.dispose()
+    writer = sqlite3.connect(source.sqlite_path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE TABLE scratch (x TEXT)")
+    writer.executemany("INSERT INTO scratch VALUES (?)", [("x" * 500,)] * 200)
+    seen: list[tuple[int, int]] = []
+
+    def write_between_steps(copied: int, total: int) -> None:
+        assert not seen or copied > seen[-1][0], "the copy started again"
+        seen.append((copied, total))
+        writer.execute("INSERT INTO scratch VALUES ('written during the copy')")
+
+    monkeypatch.setattr(databases, "PAGES_PER_STEP", 1)
+    copy = tmp_path / "copy.sqlite3"
+    databases.copy_sqlite(source.sqlite_path, copy, write_between_steps)
+    writer.close()
+    assert len(seen) > 10 and seen[-1][0] == seen[-1][1]
+    with sqlite3.connect(copy) as connection:
+        assert connection.execute("SELECT count(*) FROM scratch").fetchone() == (200,)
