@@ -110,7 +110,9 @@ def archive_path(settings: Settings, output: Path | None) -> Path:
     return target
 
 
-def _copy_database(settings: Settings, kind: str, work: Path, err: TextIO):
+def _copy_database(
+    settings: Settings, kind: str, work: Path, err: TextIO
+) -> tuple[dict[str, Path], str]:
     if kind == "sqlite":
         source = sqlite_file(settings)
         copy = work / "aegis.sqlite3"
