@@ -9,6 +9,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from aegis import backup
 from bot.config.settings import Settings, load_settings
 from bot.errors import AegisError, AlreadyRunning, ConfigError
 
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Then send /pair CODE to the bot from each account that should be an owner.",
     )
     init.add_argument("--rotate", action="store_true", help="replace an existing secret")
+    backup.add_parser(commands)
     agent = commands.add_parser(
         "agent", help="agents' MCP tokens", description="Commands about agents."
     )
@@ -237,6 +239,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
             args.workers, args.user, args.memory, args.unit_dir, args.dry_run, args.yes
         )
         return run_install(request, settings, sys.stdout)
+    if args.command == "backup":
+        return backup.run_backup(args, settings)
     if args.command == "agent":
         from aegis.agent_token import print_agent_token
 

@@ -8,6 +8,7 @@ HTTP statuses or chat replies; a person reads the message, the log gets the trac
 - ``PolicyError``: the gate itself
 - ``TaskError``, ``InteractionError``, ``ToolError``, ``AgentError``: the concepts of bot/
 - ``MonitorError``, ``FederationError``: the areas still to come
+- ``BackupError``: operations on a data dir (``aegis backup``)
 """
 
 
@@ -191,3 +192,16 @@ class ReminderRefused(ReminderError, ValueError):
 
 class FederationError(AegisError):
     """Raised when a peer's request is refused or a request to a peer cannot be made."""
+
+
+# -- operations ------------------------------------------------------------------------------
+
+
+class BackupError(AegisError):
+    """Raised when a backup cannot be made, verified or restored; the message says why and what
+    to do, in a sentence."""
+
+
+class BackupDamaged(BackupError):
+    """Raised when an archive does not match its manifest (a sum, a size, a missing member) or
+    its database fails its integrity check; the message names the member."""
