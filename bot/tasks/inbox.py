@@ -24,6 +24,7 @@ from bot.interactions.interaction import (
 )
 from bot.interactions.interactions import Interactions
 from bot.store.database import Store
+from bot.tasks.audio import awaiting_transcription
 from bot.tasks.task import Closed, State, Task
 from bot.tasks.tasks import Tasks
 from bot.tasks.triage import OUTCOMES, Triage, Triager, suggest
@@ -65,6 +66,8 @@ class Inbox:
         if task is None or not task.is_open or task.state is not State.INBOX:
             return Result(TriageStep.SKIPPED, task)
         if task.triage_interaction_id is not None or task.chat_id is None:
+            return Result(TriageStep.SKIPPED, task)
+        if awaiting_transcription(task.attachments):  # asked about once it has its words
             return Result(TriageStep.SKIPPED, task)
         verdict = await suggest(self.triagers, task)
         if verdict is None:
