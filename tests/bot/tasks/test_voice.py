@@ -5,9 +5,12 @@ try is counted before it is made, and triage waits for the words."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import update
 
+from bot.store.tables import tasks
 from bot.tasks.audio import (
     Transcription,
     audio_title,
@@ -16,7 +19,7 @@ from bot.tasks.audio import (
     for_transcription,
 )
 from bot.tasks.capture import Capture, Origin
-from bot.tasks.inbox import Inbox, TriageStep
+from bot.tasks.inbox import TRANSCRIPTION_WAIT, Inbox, TriageStep
 from bot.tasks.task import State
 from bot.tasks.tasks import Tasks
 from bot.tasks.triage import Conditions, RuleTriager, TriageRule
@@ -118,6 +121,13 @@ async def test_triage_waits_for_the_words(tasks_, store):
     assert (await inbox.triage(task_id)).step is TriageStep.SKIPPED
     await VoiceNotes(store).transcribed(task_id, "Call the bank")
     assert (await inbox.triage(task_id)).step is TriageStep.TRIAGED
+
+    # A note whose words never came (its job lost) is not waited for forever.
+    stuck = (await tasks_.capture(voice_capture(2))).task.id
+    long_ago = datetime.now(UTC) - TRANSCRIPTION_WAIT - timedelta(minutes=1)
+    async with store.write() as conn:
+        await conn.execute(update(tasks).where(tasks.c.id == stuck).values(created_at=long_ago))
+    assert (await inbox.triage(stuck)).step is TriageStep.TRIAGED
 
 
 def test_titles_of_recordings():
