@@ -49,6 +49,7 @@ async def status_text(settings: Settings) -> tuple[str, int]:
             database=store.describe(),
             broker=broker,
             schedules=Schedules(store),
+            transcribe_url=settings.transcribe_url,
         )
     except StoreError as exc:
         return f"{head}\nThe database cannot be read: {exc}", 1

@@ -104,6 +104,21 @@ class TaskRefused(TaskError, ValueError):
     """Raised when a change is one the task cannot take; the message says why in one sentence."""
 
 
+class TranscriptionError(TaskError):
+    """Raised when a voice note cannot be transcribed; the message says why in words the owner
+    reads, and never holds the key."""
+
+
+class TranscriptionRefused(TranscriptionError):
+    """Raised when trying again cannot help: the key is refused or missing, the recording is
+    too big, the server refuses the audio."""
+
+
+class TranscriptionUnavailable(TranscriptionError):
+    """Raised when the transcription server could not be asked or did not answer (a timeout,
+    a 5xx, a refused connection): worth trying again later."""
+
+
 class InteractionError(AegisError):
     """Raised when an interaction cannot be created or resolved as asked."""
 

@@ -29,6 +29,7 @@ POLL_CONFLICT = (
     "Conflict: terminated by other getUpdates request; "
     "make sure that only one bot instance is running"
 )
+MAX_DOWNLOAD = 20 * 1024 * 1024  # getFile's limit: https://core.telegram.org/bots/api#getfile
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 
 
@@ -112,16 +113,21 @@ async def get_chat(call: Call) -> dict[str, Any]:
 
 
 async def get_file(call: Call) -> dict[str, Any]:
-    """Files the bot uploaded can be fetched back through ``/file/bot{token}/{path}``."""
+    """Files the bot uploaded, and the voice notes and audio users sent, can be fetched
+    through ``/file/bot{token}/{file_path}``. Like Telegram, a file over 20 MB is refused:
+    the Bot API downloads no more than that."""
     file_id = call.params.str("file_id") or ""
     content = call.state.files.get(file_id)
     if content is None:
         raise bad_request("invalid file_id")
+    if len(content) > MAX_DOWNLOAD:
+        raise bad_request("file is too big")
+    folder = call.state.file_folders.get(file_id, "documents")
     return {
         "file_id": file_id,
         "file_unique_id": f"AgAD{file_id[-16:]}",
         "file_size": len(content),
-        "file_path": f"documents/{file_id}",
+        "file_path": f"{folder}/{file_id}",
     }
 
 

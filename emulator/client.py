@@ -60,6 +60,8 @@ class EmulatorClient:
         *,
         photo: dict[str, Any] | None = None,
         document: dict[str, Any] | None = None,
+        voice: dict[str, Any] | None = None,
+        audio: dict[str, Any] | None = None,
         caption: str | None = None,
         media_group_id: str | None = None,
     ) -> dict[str, Any]:
@@ -67,7 +69,8 @@ class EmulatorClient:
 
         ``photo`` or ``document`` (e.g. ``{"file_name": "a.jpg"}``) sends a file, with
         ``caption`` (or ``text``) as its caption or none at all; messages sharing a
-        ``media_group_id`` make one album.
+        ``media_group_id`` make one album. ``voice`` or ``audio`` (e.g. ``{"duration": 42,
+        "data": "<base64 of the recording>"}``) sends a recording the bot can download.
         """
         body = _without_none(
             text=text,
@@ -77,6 +80,8 @@ class EmulatorClient:
             reply_to_message_id=reply_to_message_id,
             photo=photo,
             document=document,
+            voice=voice,
+            audio=audio,
             caption=caption,
             media_group_id=media_group_id,
         )

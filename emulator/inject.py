@@ -6,6 +6,8 @@ forwarding and tapping buttons all produce the exact update JSON Telegram would 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import zlib
 from typing import Any
 
@@ -31,12 +33,12 @@ def _chat_for(state: EmulatorState, user: dict[str, Any], body: dict[str, Any]) 
     return state.group_chat(int(chat_id), body.get("chat"))
 
 
-def _user_content(body: dict[str, Any]) -> dict[str, Any]:
-    """Text (with Telegram's bot_command entities), or a photo or document with an optional
-    caption; a message of an album carries its ``media_group_id``."""
-    fields = _user_media(body)
+def _user_content(state: EmulatorState, body: dict[str, Any]) -> dict[str, Any]:
+    """Text (with Telegram's bot_command entities), or a photo, document, voice note or audio
+    file with an optional caption; a message of an album carries its ``media_group_id``."""
+    fields = _user_sound(state, body) or _user_media(body)
     if body.get("media_group_id") is not None:
-        if not fields:
+        if not fields or "voice" in fields:
             raise bad_request("only a photo or a document can be part of an album")
         fields["media_group_id"] = str(body["media_group_id"])
     if fields:
@@ -68,6 +70,43 @@ def _user_media(body: dict[str, Any]) -> dict[str, Any]:
     if document is not None or photo is not None:
         raise bad_request('photo and document must be objects, e.g. {"file_name": "a.jpg"}')
     return {}
+
+
+# A recording's bytes when the test gives none: the bot downloads them like any others.
+DEFAULT_RECORDING = b"OggS\x00\x02emulated voice note"
+SOUND_FOLDERS = {"voice": "voice", "audio": "music"}  # getFile's file_path, as on Telegram
+
+
+def _user_sound(state: EmulatorState, body: dict[str, Any]) -> dict[str, Any]:
+    """A voice note or an audio file, e.g. ``{"voice": {"duration": 42, "data": "<base64>"}}``;
+    its bytes are kept so the bot can fetch them with getFile."""
+    present = [kind for kind in SOUND_FOLDERS if body.get(kind) is not None]
+    if not present:
+        return {}
+    if len(present) > 1 or body.get("document") is not None or body.get("photo") is not None:
+        raise bad_request("a message holds one file")
+    kind = present[0]
+    sound = body[kind]
+    if not isinstance(sound, dict):
+        raise bad_request(f'{kind} must be an object, e.g. {{"duration": 42}}')
+    try:
+        content = base64.b64decode(sound["data"], validate=True) if "data" in sound else None
+    except (binascii.Error, TypeError):
+        raise bad_request(f"{kind}.data must be base64") from None
+    content = DEFAULT_RECORDING if content is None else content
+    prefix = "AwACAgIAAxV" if kind == "voice" else "CQACAgIAAxA"
+    file_id, unique_id = state.keep_user_file(content, SOUND_FOLDERS[kind], prefix)
+    mime = "audio/ogg" if kind == "voice" else "audio/mpeg"
+    item = {
+        "file_id": file_id,
+        "file_unique_id": unique_id,
+        "duration": int(sound.get("duration") or 1),
+        "mime_type": str(sound.get("mime_type") or mime),
+        "file_size": len(content),
+    }
+    if kind == "audio":
+        item["file_name"] = str(sound.get("file_name") or "audio.mp3")
+    return {kind: item}
 
 
 def _user_document(document: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +150,7 @@ def inject_message(state: EmulatorState, bot: BotState, body: dict[str, Any]) ->
     """A user writes (or forwards) a message; returns the queued ``message`` update."""
     user = state.remember_user(body.get("user") or {})
     chat = _chat_for(state, user, body)
-    fields = _user_content(body)
+    fields = _user_content(state, body)
     if body.get("forward_origin"):
         fields["forward_origin"] = normalize_origin(dict(body["forward_origin"]))
     if body.get("reply_to_message_id"):

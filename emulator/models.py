@@ -59,6 +59,8 @@ class StoredMessage:
     reply_markup: dict[str, Any] | None = None
     document: dict[str, Any] | None = None
     photo: list[dict[str, Any]] | None = None
+    voice: dict[str, Any] | None = None  # a voice message (an OGG/Opus recording)
+    audio: dict[str, Any] | None = None  # an audio file
     forward_origin: dict[str, Any] | None = None
     media_group_id: str | None = None  # the album a user's photo or document belongs to
     reply_to: StoredMessage | None = None
@@ -80,6 +82,8 @@ class StoredMessage:
             "caption_entities": self.caption_entities,
             "document": self.document,
             "photo": self.photo,
+            "voice": self.voice,
+            "audio": self.audio,
             "forward_origin": self.forward_origin,
             "media_group_id": self.media_group_id,
             "edit_date": self.edit_date,
@@ -102,6 +106,8 @@ class StoredMessage:
             "reply_markup": self.reply_markup,
             "document": self.document_view(),
             "photo": self.photo[-1] if self.photo else None,
+            "voice": self.voice,
+            "audio": self.audio,
             "forward_origin": self.forward_origin,
             "media_group_id": self.media_group_id,
             "reply_to_message_id": self.reply_to.message_id if self.reply_to else None,

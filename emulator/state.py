@@ -69,6 +69,7 @@ class EmulatorState:
         self.users: dict[int, dict[str, Any]] = {}
         self.chats: dict[int, Chat] = {}
         self.files: dict[str, bytes] = {}
+        self.file_folders: dict[str, str] = {}  # getFile's folder of a file ("voice", "music")
         self.stats = Stats()
         self.chat_signal = Signal()
         self._callback_counter = 0
@@ -176,6 +177,16 @@ class EmulatorState:
         file_id = f"BQACAgIAAx{self._file_counter:08d}emulated"
         self.files[file_id] = content
         return file_id, unique_id
+
+    def keep_user_file(self, content: bytes, folder: str, prefix: str) -> tuple[str, str]:
+        """Keep what a user sent (a voice note, an audio file) so the bot can fetch it with
+        getFile; returns (file_id, unique_id). The same bytes are the same file, as on
+        Telegram, where sending a file again carries the same ids."""
+        digest = zlib.crc32(content)
+        file_id = f"{prefix}User{digest:010d}{len(content):08d}"
+        self.files[file_id] = content
+        self.file_folders[file_id] = folder
+        return file_id, f"AgADUser{zlib.crc32(file_id.encode()):010d}"
 
     # -- updates ----------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from telegram import (
     MessageOriginUser,
 )
 
+from bot.tasks.audio import AUDIO_KINDS
 from bot.tasks.capture import Capture, Origin
 
 FILE_KINDS = ("document", "video", "audio", "voice", "video_note", "animation", "sticker")
@@ -104,10 +105,20 @@ def _attachments(message: Message) -> list[dict[str, Any]]:
 
 
 def _file(kind: str, item: Any, message_id: int) -> dict[str, Any]:
-    return {
+    kept = {
         "kind": kind,
         "file_id": item.file_id,
         "file_unique_id": item.file_unique_id,
         "file_name": getattr(item, "file_name", None),
         "message_id": message_id,
     }
+    if kind in AUDIO_KINDS:  # what a transcription needs to know before it downloads
+        kept.update(
+            duration=_seconds(item.duration), mime_type=item.mime_type, file_size=item.file_size
+        )
+    return kept
+
+
+def _seconds(duration: Any) -> int:
+    """PTB gives a duration as a timedelta (PTB_TIMEDELTA, which aegis sets) or seconds."""
+    return int(duration.total_seconds() if hasattr(duration, "total_seconds") else duration or 0)

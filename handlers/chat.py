@@ -55,6 +55,7 @@ async def status_text(svc: Services) -> str:
         schedules=platform.schedules,
         agents=platform.agents,  # also looks at aegis.yaml, so a new problem shows
         config_problem=platform.config.problem,
+        transcribe_url=platform.settings.transcribe_url,
     )
     return report.render()
 

@@ -15,7 +15,9 @@ from bot.chat.text import clip, visible
 from bot.chat.views import tasks as task_views
 from bot.errors import TaskRefused
 from bot.store.search import words
+from bot.tasks.audio import awaiting_transcription, for_transcription
 from bot.tasks.task import Closed, State, parse_label
+from handlers import voice
 from handlers.capture import capture_of
 from handlers.services import Services, reply, services
 
@@ -28,9 +30,15 @@ MOVES = {"next": State.NEXT, "someday": State.SOMEDAY, "waiting": State.WAITING}
 
 async def capture(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
-    captured = await svc.platform.tasks.capture(capture_of(update.message))
+    capture = capture_of(update.message)
+    if svc.platform.settings.transcribe_url is not None:
+        capture = for_transcription(capture)  # a voice note: its words come from a job
+    captured = await svc.platform.tasks.capture(capture)
     if captured.joined:
         return  # one more photo of an album: the album's first message was answered
+    if awaiting_transcription(captured.task.attachments):
+        await voice.transcribe(update, context, captured)
+        return
     markup = None
     if captured.new:
         markup = task_views.triage_markup(svc.signer, captured.task.id)

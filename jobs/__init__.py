@@ -13,6 +13,7 @@ ACTOR_MODULES = (
     "jobs.interactions",
     "jobs.demo",
     "jobs.triage",
+    "jobs.voice",
     "jobs.agent_runs",
     "jobs.delegation",
     "jobs.schedules",

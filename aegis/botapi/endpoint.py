@@ -42,6 +42,17 @@ def bot_base_url(settings: Settings) -> str:
     return settings.telegram_api_url or "https://api.telegram.org/bot"
 
 
+def bot_file_url(settings: Settings) -> str:
+    """Where getFile's ``file_path`` is downloaded from: ``/file/bot<token>/<file_path>`` beside
+    the methods' ``/bot<token>/`` (Telegram's own layout, and a local Bot API server's)."""
+    if settings.telegram_token is None:
+        return f"{settings.web_url}{EMULATOR_PREFIX}/file/bot"
+    base = settings.telegram_api_url
+    if base and base.rstrip("/").endswith("/bot"):
+        return base.rstrip("/")[: -len("/bot")] + "/file/bot"
+    return "https://api.telegram.org/file/bot"
+
+
 def chat_page_url(settings: Settings) -> str:
     return f"{settings.web_url}{EMULATOR_PREFIX}/chat?key={emulator_key(settings)}"
 
@@ -55,6 +66,7 @@ def make_bot(settings: Settings, *, read_timeout: float = 10.0) -> Bot:
     return Bot(
         bot_token(settings),
         base_url=bot_base_url(settings),
+        base_file_url=bot_file_url(settings),
         request=request,
         get_updates_request=polling,
     )

@@ -119,6 +119,39 @@ class Settings(BaseSettings):
     weekly_review_at: str = Field(
         "fri 17:00", description="When the weekly review comes: a day and a time."
     )
+    transcribe_url: str | None = Field(
+        None,
+        description="An OpenAI-compatible transcription server (a hosted provider or a local "
+        "whisper server): voice notes are posted to <url>/v1/audio/transcriptions and captured "
+        "as their words. Unset: voice notes are captured as recordings, untranscribed.",
+    )
+    transcribe_model: str = Field(
+        "whisper-1", min_length=1, description="The model the transcription server is asked for."
+    )
+    transcribe_key_env: str | None = Field(
+        None,
+        description="The name of the environment variable that holds the transcription "
+        "server's API key (never the key itself); unset: no key is sent.",
+    )
+    transcribe_max_bytes: int = Field(
+        20 * 1024 * 1024,
+        gt=0,
+        description="Larger recordings are kept untranscribed (the Bot API downloads at most "
+        "20 MB).",
+    )
+    transcribe_timeout_seconds: float = Field(
+        120.0, gt=0, le=600, description="The ceiling of one transcription request."
+    )
+    transcribe_tries: int = Field(
+        5,
+        ge=1,
+        le=10,
+        description="Tries of a transcription that times out or finds the server down, before "
+        "the note is kept untranscribed and the owner told.",
+    )
+    transcribe_retry_seconds: float = Field(
+        5.0, gt=0, le=600, description="The wait before a transcription's second try; doubles."
+    )
     config_file: Path = Field(
         Path("aegis.yaml"),
         description="Behaviour as data: your tools and agents. A missing file is fine.",
@@ -158,6 +191,15 @@ class Settings(BaseSettings):
         if value.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return value.upper()
+
+    @field_validator("transcribe_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, e.g. https://api.openai.com")
+        return value.strip().rstrip("/")
 
     @field_validator("owner_ids", mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.chat.text import clip
+from bot.tasks.audio import AUDIO_KINDS, audio_title, status_of
 
 TITLE_CHARS = 80
 
@@ -79,6 +80,9 @@ class Capture:
 
     def _describe_without_text(self) -> str:
         files = [a for a in self.attachments if a["kind"] != "link"]
+        origin = self.origin.name if self.origin.kind != "self" else None
+        if files and files[0]["kind"] in AUDIO_KINDS and status_of(files[0]) is not None:
+            return audio_title(files[0], origin)  # a recording to transcribe
         what = files[0]["kind"] if files else "message"
         name = files[0].get("file_name") if files else None
         described = f"{what.capitalize()} {name}" if name else what.capitalize()

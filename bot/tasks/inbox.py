@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from bot.chat.text import clip, visible
 from bot.errors import AlreadyAsked, TaskRefused
@@ -24,9 +25,11 @@ from bot.interactions.interaction import (
 )
 from bot.interactions.interactions import Interactions
 from bot.store.database import Store
+from bot.tasks.audio import awaiting_transcription
 from bot.tasks.task import Closed, State, Task
 from bot.tasks.tasks import Tasks
 from bot.tasks.triage import OUTCOMES, Triage, Triager, suggest
+from bot.timeutil import now
 
 ASKER = "triage"
 DROP = "drop"
@@ -36,6 +39,8 @@ EXCERPT_CHARS = 600
 # At most this many triage cards wait at once; the rest of the inbox is asked about on later
 # sweeps, as cards are answered (thirty forwards in a burst are not thirty cards at once).
 MAX_OPEN_CARDS = 10
+# Longer than a transcription's every try takes (AEGIS_TRANSCRIBE_TRIES, their ceilings and waits).
+TRANSCRIPTION_WAIT = timedelta(hours=1)
 
 
 class TriageStep(enum.StrEnum):
@@ -66,6 +71,8 @@ class Inbox:
             return Result(TriageStep.SKIPPED, task)
         if task.triage_interaction_id is not None or task.chat_id is None:
             return Result(TriageStep.SKIPPED, task)
+        if self._awaits_words(task):
+            return Result(TriageStep.SKIPPED, task)
         verdict = await suggest(self.triagers, task)
         if verdict is None:
             asked = await self._ask(task)
@@ -75,6 +82,14 @@ class Inbox:
         except TaskRefused:  # the owner triaged or closed it meanwhile
             return Result(TriageStep.SKIPPED, task)
         return Result(TriageStep.TRIAGED, moved, verdict)
+
+    @staticmethod
+    def _awaits_words(task: Task) -> bool:
+        """A voice note is asked about once it has its words; but not waited for forever (its
+        job lost with the broker's data, say): after a while it is triaged as a recording."""
+        if not awaiting_transcription(task.attachments):
+            return False
+        return now() - task.created_at < TRANSCRIPTION_WAIT
 
     async def _ask(self, task: Task) -> bool:
         if await self.interactions.open_count(agent=ASKER) >= MAX_OPEN_CARDS:

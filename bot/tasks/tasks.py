@@ -47,7 +47,7 @@ class Tasks:
             "capture_key": capture.key,
             "title": capture.title(),
             "body": capture.text,
-            "search_text": _search_text(
+            "search_text": search_text_of(
                 capture.title(), capture.text, capture.attachments, capture.origin.name
             ),
             "state": State.INBOX,
@@ -96,7 +96,7 @@ class Tasks:
         values = {
             "title": title,
             "body": body,
-            "search_text": _search_text(title, body, (), by_agent),
+            "search_text": search_text_of(title, body, (), by_agent),
             "state": state,
             "labels": _merged_labels(None, labels, ()),
             "attachments": [],
@@ -124,7 +124,7 @@ class Tasks:
         if not capture.attachments:  # a text part: remember it was seen
             attachments.append({"kind": "text", "message_id": capture.message_id})
         values = {"body": body, "attachments": attachments, "updated_at": now()}
-        values["search_text"] = _search_text(task.title, body, attachments, task.origin_name)
+        values["search_text"] = search_text_of(task.title, body, attachments, task.origin_name)
         return await self._update(conn, task.id, values)
 
     async def follow_edit(
@@ -150,7 +150,7 @@ class Tasks:
                 return Edit(task, applied=True)
             title = Capture.title_of(text) or task.title
             values = {"title": title, "body": text, "updated_at": now()}
-            values["search_text"] = _search_text(title, text, task.attachments, task.origin_name)
+            values["search_text"] = search_text_of(title, text, task.attachments, task.origin_name)
             return Edit(await self._update(conn, task.id, values), applied=True)
 
     # Changes
@@ -341,7 +341,7 @@ def _merged_labels(task: Task | None, add, remove) -> list[str]:
     return labels
 
 
-def _search_text(title: str, body: str, attachments, origin_name: str | None) -> str:
+def search_text_of(title: str, body: str, attachments, origin_name: str | None) -> str:
     """What search finds a task by: its title, text, file names and links, and who sent it."""
     names = [a.get("file_name") or a.get("url") or "" for a in attachments]
     return search.search_text("\n".join([title, body, *names, origin_name or ""]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dtm
 
 import aiohttp
@@ -13,6 +14,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest, Conflict, Forbidden, InvalidToken, RetryAfter
 
 from emulator import DEFAULT_USER
+from emulator.client import EmulatorClientError
 
 CHAT = DEFAULT_USER["id"]
 
@@ -151,6 +153,52 @@ async def test_send_document(emulator, bot) -> None:
     assert await emulator.client.file_content(sent.document.file_id) == payload
     downloaded = await (await bot.get_file(sent.document.file_id)).download_as_bytearray()
     assert bytes(downloaded) == payload
+
+
+async def test_a_users_voice_note_and_audio_file_download_as_on_telegram(emulator, bot) -> None:
+    """A voice note or an audio file a user sends is fetched the way Telegram has it: getFile
+    gives a ``file_path``, then ``GET /file/bot<token>/<file_path>`` gives the bytes."""
+    recording = b"OggS\x00\x02 hello"
+    body = {"voice": {"duration": 42, "data": base64.b64encode(recording).decode()}}
+    sent = (await emulator.client.inject_message(body))["message"]
+    audio_body = {"audio": {"duration": 61, "file_name": "memo.mp3"}, "caption": "the memo"}
+    music = (await emulator.client.inject_message(audio_body))["message"]
+
+    [voice_update, audio_update] = await bot.get_updates(timeout=0)
+    voice = voice_update.message.voice
+    assert voice.file_id == sent["voice"]["file_id"] and voice.file_size == len(recording)
+    assert voice.duration == dtm.timedelta(seconds=42) and voice.mime_type == "audio/ogg"
+    file = await bot.get_file(voice.file_id)
+    assert file.file_path.endswith(f"/voice/{voice.file_id}")  # PTB prefixes the file URL
+    assert bytes(await file.download_as_bytearray()) == recording
+
+    audio = audio_update.message.audio
+    assert audio.file_name == "memo.mp3" and audio_update.message.caption == "the memo"
+    assert music["audio"]["file_id"] == audio.file_id
+    assert await (await bot.get_file(audio.file_id)).download_as_bytearray()
+    # The same bytes sent again are the same file, as on Telegram.
+    again = (await emulator.client.inject_message(body))["message"]
+    assert again["voice"]["file_unique_id"] == sent["voice"]["file_unique_id"]
+
+
+async def test_get_file_refuses_a_file_over_twenty_megabytes(emulator, bot) -> None:
+    big = b"\0" * (20 * 1024 * 1024 + 1)
+    sent = await emulator.client.inject_message(
+        {"voice": {"duration": 3600, "data": base64.b64encode(big).decode()}}
+    )
+    with pytest.raises(BadRequest, match="(?i)file is too big"):
+        await bot.get_file(sent["message"]["voice"]["file_id"])
+
+
+async def test_a_voice_note_needs_an_object_and_base64(emulator) -> None:
+    for body, problem in (
+        ({"voice": "hello"}, "voice must be an object"),
+        ({"voice": {"data": "not base64!"}}, "voice.data must be base64"),
+        ({"voice": {}, "document": {"file_name": "a.pdf"}}, "one file"),
+    ):
+        with pytest.raises(EmulatorClientError) as refused:
+            await emulator.client.inject_message(body)
+        assert problem in refused.value.payload["description"]
 
 
 async def test_callback_answer_round_trip(emulator, bot) -> None:

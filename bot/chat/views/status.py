@@ -7,6 +7,7 @@ from datetime import datetime
 
 from bot.chat.outbox import Outbox
 from bot.chat.views.schedules import status_lines
+from bot.chat.views.voice import status_line as voice_line
 from bot.timeutil import now, short_time
 from bot.upkeep.heartbeats import Heartbeats, Process
 from bot.upkeep.job_runs import JobRun, JobRuns
@@ -26,6 +27,7 @@ class StatusReport:
     schedules: list[str] = field(default_factory=list)  # warnings and skips; none: quiet
     config_problem: str | None = None  # why aegis.yaml on disk is not the one in force
     oldest_owed_at: datetime | None = None  # when the oldest message still to send was queued
+    voice: str | None = None  # whether voice notes are transcribed, and by whom
 
     def render(self) -> str:
         lines = ["aegis status", "", "Processes"]
@@ -36,6 +38,8 @@ class StatusReport:
             queues = ", ".join(f"{name} {depth}" for name, depth in self.queue_depths.items())
             lines += ["", f"Queues: {queues}"]
         lines += [self._outbox_line(), f"Database: {self.database}", f"Broker: {self.broker}"]
+        if self.voice:
+            lines.append(self.voice)
         lines += ["", "Latest jobs"]
         lines += [f"  {_job_line(run)}" for run in self.latest_jobs] or ["  none yet"]
         if self.schedules:
@@ -68,6 +72,7 @@ async def gather_status(
     schedules: Schedules | None = None,
     agents: dict | None = None,
     config_problem: str | None = None,
+    transcribe_url: str | None = None,
 ) -> StatusReport:
     rows = await schedules.all() if schedules is not None else []
     return StatusReport(
@@ -80,6 +85,7 @@ async def gather_status(
         latest_jobs=await job_runs.latest(5, exclude_jobs=QUIET_JOBS),
         schedules=status_lines(rows, agents or {}),
         config_problem=config_problem,
+        voice=voice_line(transcribe_url),
     )
 
 
