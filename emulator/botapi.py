@@ -63,7 +63,8 @@ async def _make_call(request: web.Request) -> Call:
 def _refuse_in_outage(call: Call, method: str) -> None:
     """A configured outage (``POST /_emulator/outage``) answers instead of the method."""
     outage = call.bot.outage
-    if outage is not None and outage.hits(method):
+    text = call.params.str("text") or call.params.str("caption") or ""
+    if outage is not None and outage.hits(method, text):
         outage.refused += 1
         description = {502: "Bad Gateway", 429: "Too Many Requests: retry after 1"}
         retry_after = 1 if outage.status == 429 else None
