@@ -47,6 +47,11 @@ async def handle_bot_call(request: web.Request) -> web.Response:
         result = await method(call)
     except ApiError as error:
         return web.json_response(error.to_payload(), status=error.code)
+    except (KeyError, TypeError, ValueError, OverflowError) as error:
+        # A parameter of the wrong shape that no check above caught: Telegram answers such a
+        # request with a 400 in its own shape, never a 500 (issue 21).
+        refused = bad_request(f"invalid parameters: {type(error).__name__}")
+        return web.json_response(refused.to_payload(), status=400)
     return web.json_response({"ok": True, "result": result})
 
 
