@@ -36,8 +36,18 @@ POLL_TIMEOUT_SECONDS = 25
 def validate_payload(payload: Any) -> dict[str, Any]:
     """The update as it is to be recorded; TransportError for what is not an update, or one of
     a shape Telegram never sends (bot/chat/incoming.py). An update of an unknown kind is still
-    an update."""
-    return checked_update(payload)
+    an update.
+
+    PTB must be able to build it, too: an object nested anywhere in it (a user inside an
+    entity, a forwarded message's sender) that lacks what Telegram always sends would otherwise
+    be recorded and then fail in the handler. Built here without a bot, and again when handled.
+    """
+    update = checked_update(payload)
+    try:
+        Update.de_json(update, None)
+    except Exception as exc:  # PTB raises whatever its constructors raise on such input
+        raise TransportError(f"Telegram never sends this: {type(exc).__name__}") from None
+    return update
 
 
 class Intake:

@@ -9,8 +9,10 @@ Telegram never sends, which would otherwise be recorded and then crash its handl
 - Nesting past ``MAX_DEPTH``: Telegram's deepest update (a reply inside a message, its entities,
   a keyboard) is about a dozen levels; the limit stops a body that would exhaust the stack.
 - No NaN or infinity: not JSON, and Postgres refuses them.
-- A message, an edit, a post, a button tap and a member change carry the fields every handler
-  relies on, of the right types (``chat`` an object with an integer id, ``from`` a user, ...).
+- A message, an edit, a post, a button tap and a member change carry the fields Telegram always
+  sends and every handler relies on, of the right types (``chat`` an object with an integer id
+  and a type, ``from`` a user with an id, ``is_bot`` and a first name, a tap's
+  ``chat_instance``, ...): what PTB needs to build the update at all.
 
 NUL and lone surrogates are not refused: each becomes U+FFFD, the replacement character, in
 keys and strings alike. Postgres text and JSON cannot hold U+0000, and a lone surrogate is not
@@ -100,6 +102,7 @@ def _message(body: Any, where: str, *, replied: bool = False) -> None:
 def _callback_query(body: Any) -> None:
     body = _object(body, "callback_query")
     _field(body, "id", str, "callback_query")
+    _field(body, "chat_instance", str, "callback_query")
     _user(body.get("from"), "callback_query.from")
     if "data" in body:
         _field(body, "data", str, "callback_query")
@@ -112,18 +115,17 @@ def _callback_query(body: Any) -> None:
 def _chat(body: Any, where: str) -> None:
     body = _object(body, where)
     _field(body, "id", int, where)
-    if "type" in body:
-        _field(body, "type", str, where)
+    _field(body, "type", str, where)
 
 
 def _user(body: Any, where: str) -> None:
     body = _object(body, where)
     _field(body, "id", int, where)
-    for name in ("first_name", "username", "language_code"):
+    _field(body, "is_bot", bool, where)
+    _field(body, "first_name", str, where)
+    for name in ("last_name", "username", "language_code"):
         if name in body:
             _field(body, name, str, where)
-    if "is_bot" in body:
-        _field(body, "is_bot", bool, where)
 
 
 def _entities(value: Any, where: str) -> None:
