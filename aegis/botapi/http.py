@@ -25,16 +25,18 @@ from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 from yarl import URL
 
-from bot.errors import ChatError
 
-
-class BotApiServerError(NetworkError, ChatError):
+class BotApiServerError(NetworkError):
     """Raised when the Bot API was reached and answered with a 5xx.
 
     PTB raises a plain ``NetworkError`` for a 5xx, the same as for a refused connection, and
     keeps no status: the delivery could not tell "Telegram is away" (wait, in order) from
     "Telegram fails on this one message" (set it aside after a few tries, issue 21). It stays a
     ``NetworkError``, so whatever treats one as "try again later" goes on doing so.
+
+    It is PTB's error, not one of aegis's (those live in bot/errors.py): a ``BaseRequest`` must
+    raise a ``TelegramError`` for PTB to pass it through unchanged, as this module's ``TimedOut``
+    and ``NetworkError`` are, and the core, which never sees PTB, never sees this one either.
     """
 
     def __init__(self, status: int, description: str) -> None:
