@@ -234,18 +234,26 @@ async def telegram_webhook(request: web.Request) -> web.Response:
     if body is None:
         return web.json_response({"error": "body too large"}, status=413)
     try:
-        payload = json.loads(body.decode("utf-8"))
-        new = await context.intake.accept(payload)
+        update = await context.intake.accept(_parsed(body))
     except (UnicodeDecodeError, ValueError, TransportError) as exc:
         return web.json_response({"error": f"not an update: {exc}"[:200]}, status=400)
     except StoreError:
         logger.warning("webhook update not recorded (database down); Telegram will resend it")
         return web.json_response({"error": "try again"}, status=503)
-    if new and context.ready.is_set():
-        task = asyncio.create_task(context.intake.handle(payload))
+    if update is not None and context.ready.is_set():
+        task = asyncio.create_task(context.intake.handle(update))
         context.background.add(task)
         task.add_done_callback(context.background.discard)
     return web.Response(status=200)
+
+
+def _parsed(body: bytes):
+    """The body's JSON. Nesting deep enough to exhaust the parser's stack (about a thousand
+    levels) is refused like any other body that is not an update, not answered with a 500."""
+    try:
+        return json.loads(body.decode("utf-8"))
+    except RecursionError:
+        raise TransportError("nested too deeply") from None
 
 
 async def _read_at_most(request: web.Request, limit: int) -> bytes | None:

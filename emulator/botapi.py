@@ -48,6 +48,11 @@ async def handle_bot_call(request: web.Request) -> web.Response:
         result = await method(call)
     except ApiError as error:
         return web.json_response(error.to_payload(), status=error.code)
+    except (KeyError, TypeError, ValueError, OverflowError) as error:
+        # A parameter of the wrong shape that no check above caught: Telegram answers such a
+        # request with a 400 in its own shape, never a 500 (issue 21).
+        refused = bad_request(f"invalid parameters: {type(error).__name__}")
+        return web.json_response(refused.to_payload(), status=400)
     return web.json_response({"ok": True, "result": result})
 
 
@@ -64,7 +69,8 @@ async def _make_call(request: web.Request) -> Call:
 def _refuse_in_outage(call: Call, method: str) -> None:
     """A configured outage (``POST /_emulator/outage``) answers instead of the method."""
     outage = call.bot.outage
-    if outage is not None and outage.hits(method):
+    text = call.params.str("text") or call.params.str("caption") or ""
+    if outage is not None and outage.hits(method, text):
         outage.refused += 1
         description = {502: "Bad Gateway", 429: "Too Many Requests: retry after 1"}
         retry_after = 1 if outage.status == 429 else None

@@ -49,12 +49,22 @@ def _reply_target(call: Call, chat: Chat) -> StoredMessage | None:
     source = chat
     if reply.get("chat_id") is not None:
         source = call.state.resolve_chat(reply["chat_id"])
-    target = source.find(int(reply["message_id"]))
+    target = source.find(_message_id(reply["message_id"]))
     if target is None or target.deleted:
         if reply.get("allow_sending_without_reply"):
             return None
         raise bad_request("message to be replied not found")
     return target
+
+
+def _message_id(value: Any) -> int:
+    """A message id inside a structured parameter, refused in Telegram's words if it is none."""
+    if isinstance(value, bool):
+        raise bad_request("invalid reply parameters specified")
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise bad_request("invalid reply parameters specified") from None
 
 
 def _record_bot_message(call: Call, chat: Chat, **fields: Any) -> dict[str, Any]:

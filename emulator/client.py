@@ -174,9 +174,21 @@ class EmulatorClient:
         }
         return await self._request("POST", "flood", json=body)
 
-    async def outage(self, status: int, *methods: str, count: int | None = None) -> dict[str, Any]:
-        """Answer the bot's calls (of ``methods``, or all) with ``status``; 0 ends it."""
-        body = {"status": status, "methods": list(methods), "count": count}
+    async def outage(
+        self,
+        status: int,
+        *methods: str,
+        count: int | None = None,
+        text_contains: str | None = None,
+    ) -> dict[str, Any]:
+        """Answer the bot's calls (of ``methods``, or all; with ``text_contains``, only those
+        whose text or caption holds it) with ``status``; 0 ends it."""
+        body = {
+            "status": status,
+            "methods": list(methods),
+            "count": count,
+            "text_contains": text_contains,
+        }
         return await self._request("POST", "outage", json=body)
 
     async def stats(self) -> dict[str, int]:

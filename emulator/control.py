@@ -171,7 +171,8 @@ async def post_flood(request: web.Request) -> web.Response:
 
 async def post_outage(request: web.Request) -> web.Response:
     """Answer the bot's calls with an error: ``{"status": 500, "methods": ["editMessageText"],
-    "count": 3}``; ``{"status": 0}`` ends it. Returns how many calls the last one answered."""
+    "count": 3}``, with ``"text_contains": "…"`` only the calls whose text or caption holds it;
+    ``{"status": 0}`` ends it. Returns how many calls the last one answered."""
     body = await _body(request)
     bot = _bot(request)
     ended = bot.outage.refused if bot.outage else 0
@@ -179,7 +180,13 @@ async def post_outage(request: web.Request) -> web.Response:
     if status:
         methods = frozenset(str(name).lower() for name in body.get("methods") or ())
         count = body.get("count")
-        bot.outage = Outage(status, methods, None if count is None else int(count))
+        marker = body.get("text_contains")
+        bot.outage = Outage(
+            status,
+            methods,
+            None if count is None else int(count),
+            None if marker is None else str(marker),
+        )
     else:
         bot.outage = None
     return web.json_response({"refused": ended})

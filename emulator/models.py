@@ -163,15 +163,20 @@ class FloodConfig:
 @dataclass
 class Outage:
     """Bot API calls answered with an error instead of being served, as on a bad day at
-    Telegram: the next ``count`` calls (None: until cleared) of ``methods`` (empty: every one)."""
+    Telegram: the next ``count`` calls (None: until cleared) of ``methods`` (empty: every one),
+    only those whose text or caption holds ``text_contains`` when it is set (one message that
+    Telegram keeps failing on, while the rest go through)."""
 
     status: int
     methods: frozenset[str] = frozenset()  # lowercase method names
     count: int | None = None
+    text_contains: str | None = None
     refused: int = 0  # how many calls it has answered so far
 
-    def hits(self, method: str) -> bool:
+    def hits(self, method: str, text: str = "") -> bool:
         if self.methods and method.lower() not in self.methods:
+            return False
+        if self.text_contains is not None and self.text_contains not in text:
             return False
         return self.count is None or self.refused < self.count
 

@@ -48,7 +48,7 @@ class Params:
             return None
         try:
             return int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's Infinity
             raise bad_request(f"invalid {name} specified") from None
 
     def float(self, name: str) -> float | None:

@@ -22,6 +22,7 @@ from telegram.error import InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application
 from telegram.warnings import PTBUserWarning
 
+from bot.chat.incoming import checked_update
 from bot.chat.updates import UpdateLog
 from bot.errors import StoreError, TransportError
 from handlers.errors import HandlingOutcome, current_outcome, is_outage
@@ -33,13 +34,20 @@ POLL_TIMEOUT_SECONDS = 25
 
 
 def validate_payload(payload: Any) -> dict[str, Any]:
-    """Refuse what is not an update at all; an update of an unknown kind is still an update."""
-    if not isinstance(payload, dict):
-        raise TransportError("an update must be a JSON object")
-    update_id = payload.get("update_id")
-    if not isinstance(update_id, int) or isinstance(update_id, bool) or update_id < 0:
-        raise TransportError("an update needs a non-negative integer update_id")
-    return payload
+    """The update as it is to be recorded; TransportError for what is not an update, or one of
+    a shape Telegram never sends (bot/chat/incoming.py). An update of an unknown kind is still
+    an update.
+
+    PTB must be able to build it, too: an object nested anywhere in it (a user inside an
+    entity, a forwarded message's sender) that lacks what Telegram always sends would otherwise
+    be recorded and then fail in the handler. Built here without a bot, and again when handled.
+    """
+    update = checked_update(payload)
+    try:
+        Update.de_json(update, None)
+    except Exception as exc:  # PTB raises whatever its constructors raise on such input
+        raise TransportError(f"Telegram never sends this: {type(exc).__name__}") from None
+    return update
 
 
 class Intake:
@@ -56,9 +64,11 @@ class Intake:
         self.replies_gathered = replies_gathered
         self.in_flight: set[int] = set()
 
-    async def accept(self, payload: Any) -> bool:
-        """Record the update; True if it is new. Raises StoreError when it cannot be recorded."""
-        return await self.log.record(validate_payload(payload))
+    async def accept(self, payload: Any) -> dict[str, Any] | None:
+        """Record the update; returns it as recorded if it is new, None for a duplicate.
+        Raises TransportError for what is refused, StoreError when it cannot be recorded."""
+        update = validate_payload(payload)
+        return update if await self.log.record(update) else None
 
     async def handle(self, payload: dict[str, Any], attempts: int = 0) -> None:
         """Handle one update and mark its outcome (webhook deliveries, retries)."""
@@ -173,7 +183,10 @@ class Intake:
                 await _wait(stop, backoff.next())
                 continue
             backoff.reset()
-            offset = await self._take(batch or [], offset, stop)
+            taken = await self._take(batch or [], offset, stop)
+            if batch and taken == offset:  # only what no offset can confirm: do not spin on it
+                await _wait(stop, backoff.next())
+            offset = taken
 
     async def _take(self, batch: list[Any], offset: int, stop: asyncio.Event) -> int:
         """Record the batch, move the offset past it, handle what is new."""
@@ -186,8 +199,8 @@ class Intake:
         new = await self._record_until_stored(updates_, stop)
         if new is None:
             return offset
-        for payload in updates_:
-            offset = max(offset, payload["update_id"] + 1)
+        # Past the refused ones too: Telegram would otherwise hand them back at every poll.
+        offset = max([offset, *(_next_offset(payload) for payload in batch)])
         await self.handle_batch(new)
         return offset
 
@@ -202,6 +215,14 @@ class Intake:
                 logger.warning("cannot record updates yet, not acknowledging them: %s", exc)
                 await _wait(stop, backoff.next())
         return None
+
+
+def _next_offset(payload: Any) -> int:
+    """The offset that confirms ``payload``, refused or not (0: it has no usable id)."""
+    update_id = payload.get("update_id") if isinstance(payload, dict) else None
+    if isinstance(update_id, int) and 0 <= update_id < 2**63 - 1:
+        return update_id + 1
+    return 0
 
 
 def conversation_of(payload: dict[str, Any]) -> Any:

@@ -36,6 +36,7 @@ DELIVERY_OUTCOMES = (
     "rate_limited",
     "telegram_429",
     "network_error",
+    "server_error",
     "lease_lost",
 )
 _configured: RedisBroker | None = None

@@ -5,6 +5,11 @@ second per chat and thirty a second overall. A row that cannot go now is given b
 again with a delay, never by sleeping in the worker. A 429 is honoured to the second it names.
 Network trouble is retried with backoff; a refusal from Telegram (blocked, bad request) fails
 the row for good and records why.
+
+A chat's rows go out in order, so a row that can never go would freeze its chat: one Telegram
+refuses is set aside at once, one it keeps failing on (a 500, again and again) after a bounded
+number of tries, and the owner is told (bot/chat/undelivered.py). Only the network, a gateway
+in front of Telegram and a 429 are waited out for as long as they last.
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 from telegram.warnings import PTBUserWarning
 
+from aegis.botapi.http import BotApiServerError
 from bot.chat.outgoing import OutboxKind, OutgoingMessage, outgoing_path
+from bot.chat.undelivered import (
+    SERVER_ERRORS_IN_A_ROW,
+    seconds_before_next_try,
+    server_error,
+    server_errors_in_a_row,
+    set_aside,
+)
 from bot.errors import LeaseLost
 from bot.timeutil import now
 from jobs.broker import DELIVERIES, DELIVERY_OUTCOMES, require_broker
@@ -39,6 +52,11 @@ DRAIN_AT_MOST = 20
 # An error that is neither Telegram refusing (failed at once) nor the network (retried until
 # Telegram is back): most likely our own bug. Retried a few times, then the row fails.
 GIVE_UP_AFTER_ERRORS = 5
+# A 502, 503 or 504 comes from a gateway in front of the Bot API and says nothing about the
+# message: Telegram is away, and the row waits, in order, as it does for the network. Any other
+# 5xx is the Bot API failing on this request: tried again, a few times, then set aside (see
+# SERVER_ERRORS_IN_A_ROW in bot/chat/undelivered.py for the bound and why).
+GATEWAY_DOWN = frozenset({502, 503, 504})
 
 
 # A true sliding window, not Dramatiq's WindowRateLimiter: that one counts whole wall-clock
@@ -120,6 +138,7 @@ OUTCOME_OF = {
     "rate_limited": "rate_limited",
     "telegram_429": "telegram_429",
     "network_error": "network_error",
+    "server_error": "server_error",
     "lease_lost": "lease_lost",
 }
 
@@ -156,7 +175,9 @@ async def _send_parts(
                 settings.outbox_global_per_second,
             )
             if wait:
-                await _retry_later(res, message, wait + random.randint(5, 60))
+                # The row's last error stays: a turn of our own limiter is not an outcome.
+                delay_ms = wait + random.randint(5, 60)
+                await _retry_later(res, message, delay_ms, message.last_error)
                 return {"messages_sent": sent, "rate_limited": 1}, None
             telegram_id = await _send_one(res, message, message.parts_sent)
             following = await outbox.record_part(message, telegram_id, claim_next=claim_next)
@@ -166,25 +187,28 @@ async def _send_parts(
         await _retry_later(res, message, delay_ms, f"429: retry after {delay_ms} ms")
         return {"messages_sent": sent, "telegram_429": 1}, None
     except (BadRequest, Forbidden) as exc:
-        await outbox.mark_failed(message.id, f"{type(exc).__name__}: {exc.message}", held=message)
-        logger.warning("outbox %s refused by Telegram: %s", message.id, exc.message)
+        # Blocked, or removed from the chat: a notice there would be refused as well.
+        reason = f"Telegram refused it: {type(exc).__name__}: {exc.message}"
+        await set_aside(outbox, message, reason, tell_owner=isinstance(exc, BadRequest))
         return {"messages_sent": sent, "messages_failed": 1}, await _after(res, message, claim_next)
+    except BotApiServerError as exc:
+        if exc.status in GATEWAY_DOWN:
+            return await _telegram_away(res, message, exc, sent)
+        return await _server_error(res, message, exc, sent, claim_next)
     except LeaseLost as exc:  # we stalled past the lease; the row belongs to another delivery
         logger.warning("%s", exc)
         return {"messages_sent": sent, "lease_lost": 1}, None
     except NetworkError as exc:  # Telegram unreachable: retried for as long as it takes
-        await outbox.release(message.id, f"{type(exc).__name__}: {exc.message}", held=message)
-        await _tally(res, {"messages_sent": sent, "network_error": 1})
-        raise
+        return await _telegram_away(res, message, exc, sent)
     except (redis.ConnectionError, redis.TimeoutError) as exc:  # the send windows' Redis is down
         await outbox.release(message.id, f"Redis: {type(exc).__name__}", held=message)
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         if message.attempts >= GIVE_UP_AFTER_ERRORS:
-            reason = f"gave up after {message.attempts}: {error}"
-            await outbox.mark_failed(message.id, reason, held=message)
             logger.error("outbox %s failed for good: %s", message.id, error)
+            reason = f"it failed {message.attempts} times on my side ({error})"
+            await set_aside(outbox, message, reason)
             return {"messages_sent": sent, "messages_failed": 1}, await _after(
                 res, message, claim_next
             )
@@ -193,6 +217,31 @@ async def _send_parts(
     if sent == 0:  # nothing was left to send: a rerun after the last part was recorded
         await outbox.mark_sent(message.id, held=message)
     return {"messages_sent": sent}, following
+
+
+async def _telegram_away(res, message: OutgoingMessage, exc: NetworkError, sent: int):
+    """The network, or a gateway in front of Telegram: the row waits, and Dramatiq retries."""
+    error = f"{type(exc).__name__}: {exc.message}"
+    await res.platform.outbox.release(message.id, error, held=message)
+    await _tally(res, {"messages_sent": sent, "network_error": 1})
+    raise exc
+
+
+async def _server_error(
+    res, message: OutgoingMessage, exc: BotApiServerError, sent: int, claim_next: bool
+) -> tuple[dict, OutgoingMessage | None]:
+    """The Bot API failed on this message: try it again a little later, or, after
+    ``SERVER_ERRORS_IN_A_ROW`` such answers, set it aside so the chat goes on."""
+    count = server_errors_in_a_row(message.last_error) + 1
+    if count >= SERVER_ERRORS_IN_A_ROW:
+        reason = f"Telegram answered “{exc.description}” ({exc.status}) to {count} tries in a row"
+        await set_aside(res.platform.outbox, message, reason)
+        following = await _after(res, message, claim_next)
+        return {"messages_sent": sent, "messages_failed": 1}, following
+    error = server_error(exc.status, exc.description, count)
+    logger.warning("outbox %s: %s", message.id, error)
+    await _retry_later(res, message, int(1000 * seconds_before_next_try(count)), error)
+    return {"messages_sent": sent, "server_error": 1}, None
 
 
 async def _after(res, failed: OutgoingMessage, claim_next: bool) -> OutgoingMessage | None:

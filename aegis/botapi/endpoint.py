@@ -3,9 +3,11 @@ or, with no token, the built-in emulator served by ``aegis web`` under ``/emulat
 
 from __future__ import annotations
 
+import logging
 import secrets
 
 from telegram import Bot
+from telegram.error import BadRequest
 
 from aegis.botapi.http import AiohttpRequest
 from bot.config.secrets import SecretFiles
@@ -13,6 +15,28 @@ from bot.config.settings import Settings
 from emulator import DEFAULT_USER
 
 EMULATOR_PREFIX = "/emulator"
+logger = logging.getLogger(__name__)
+
+
+class AegisBot(Bot):
+    """PTB's Bot, except that answering a tap Telegram no longer holds is not an error.
+
+    Telegram forgets a tap some seconds after it is made: one handled late (after an outage, a
+    webhook delivered again) or one it never sent gets "query is too old or query id is invalid".
+    The answer only stops the spinner in the client; the tap's work is what matters, and a
+    handler that answers before its work would otherwise fail the whole update there.
+    """
+
+    __slots__ = ()
+
+    async def answer_callback_query(self, callback_query_id, *args, **kwargs) -> bool:
+        try:
+            return await super().answer_callback_query(callback_query_id, *args, **kwargs)
+        except BadRequest as exc:
+            if "query is too old" not in exc.message.lower():
+                raise
+            logger.info("tap %s not answered: %s", callback_query_id, exc.message)
+            return False
 
 
 def emulator_token(settings: Settings) -> str:
@@ -63,7 +87,7 @@ def make_bot(settings: Settings, *, read_timeout: float = 10.0) -> Bot:
     )
     # getUpdates has a client of its own, so a long poll never waits for a pooled connection.
     polling = AiohttpRequest(connection_pool_size=1, read_timeout=read_timeout)
-    return Bot(
+    return AegisBot(
         bot_token(settings),
         base_url=bot_base_url(settings),
         base_file_url=bot_file_url(settings),

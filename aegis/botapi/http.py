@@ -14,6 +14,7 @@ http:// proxies; a proxy of another kind is refused with a clear error, never by
 from __future__ import annotations
 
 import base64
+import json
 import re
 import urllib.parse
 import urllib.request
@@ -23,6 +24,25 @@ import aiohttp
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 from yarl import URL
+
+
+class BotApiServerError(NetworkError):
+    """Raised when the Bot API was reached and answered with a 5xx.
+
+    PTB raises a plain ``NetworkError`` for a 5xx, the same as for a refused connection, and
+    keeps no status: the delivery could not tell "Telegram is away" (wait, in order) from
+    "Telegram fails on this one message" (set it aside after a few tries, issue 21). It stays a
+    ``NetworkError``, so whatever treats one as "try again later" goes on doing so.
+
+    It is PTB's error, not one of aegis's (those live in bot/errors.py): a ``BaseRequest`` must
+    raise a ``TelegramError`` for PTB to pass it through unchanged, as this module's ``TimedOut``
+    and ``NetworkError`` are, and the core, which never sees PTB, never sees this one either.
+    """
+
+    def __init__(self, status: int, description: str) -> None:
+        super().__init__(f"{description} ({status})")
+        self.status = status
+        self.description = description
 
 
 class AiohttpRequest(BaseRequest):
@@ -101,12 +121,15 @@ class AiohttpRequest(BaseRequest):
                 **routing,
             )
             async with request as response:
-                return response.status, await response.read()
+                body = await response.read()
         except TimeoutError as exc:  # aiohttp's own timeouts are TimeoutErrors too
             raise TimedOut(f"no answer from the Bot API in time ({type(exc).__name__})") from None
         except aiohttp.ClientError as exc:
             text = _without(url, proxy, exc)
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {text}") from None
+        if response.status >= 500:
+            raise BotApiServerError(response.status, _description(body))
+        return response.status, body
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -178,6 +201,16 @@ def _environment_proxy(scheme: str, host: str) -> _Proxy | None:
         pair = base64.b64encode(f"{proxy.user}:{proxy.password or ''}".encode()).decode()
         login = {"Proxy-Authorization": f"Basic {pair}"}
     return _Proxy(proxy.with_user(None), login)
+
+
+def _description(body: bytes) -> str:
+    """Telegram's description of a 5xx, or the status's own words when the body has none (a
+    proxy's HTML page)."""
+    try:
+        description = json.loads(body.decode("utf-8", "replace")).get("description")
+    except (ValueError, AttributeError, RecursionError):
+        description = None
+    return description if isinstance(description, str) and description else "Server Error"
 
 
 def _form(fields: dict[str, str] | None, files: dict) -> aiohttp.FormData:

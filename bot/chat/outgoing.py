@@ -46,6 +46,8 @@ class OutgoingMessage:
     caption: str | None = None
     edit_of: int | None = None
     reply_to_outbox: int | None = None  # reply to what that earlier row sent
+    idempotency_key: str | None = None
+    last_error: str | None = None  # why the last try did not send it, if one did not
 
     @classmethod
     def from_row(cls, row: Any) -> OutgoingMessage:
@@ -63,6 +65,8 @@ class OutgoingMessage:
             caption=row.caption,
             edit_of=row.edit_of,
             reply_to_outbox=row.reply_to_outbox,
+            idempotency_key=row.idempotency_key,
+            last_error=row.last_error,
         )
 
 

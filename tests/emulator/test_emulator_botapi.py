@@ -308,3 +308,36 @@ async def test_second_poller_terminates_first(emulator, bot) -> None:
         await second_instance.get_updates(timeout=0)
     with pytest.raises(Conflict, match="(?i)terminated by other getUpdates"):
         await asyncio.wait_for(first, 3)
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        {"reply_to_message_id": "abc"},
+        {"reply_to_message_id": [1]},
+        {"reply_parameters": {"message_id": "abc"}},
+        {"reply_parameters": '{"message_id": {"x": 1}}'},
+        {"reply_parameters": {"message_id": True}},
+    ],
+    ids=["string-id", "list-id", "reply-parameters-string", "reply-parameters-object", "bool"],
+)
+async def test_a_malformed_parameter_is_a_bad_request_in_telegrams_shape(emulator, malformed):
+    await emulator.client.send_message("hi")
+    body = {"chat_id": CHAT, "text": "a reply", **malformed}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{emulator.url}/bot{TOKEN}/sendMessage", json=body) as resp:
+            assert resp.status == 400
+            payload = await resp.json()
+    assert payload["ok"] is False and payload["error_code"] == 400
+    assert payload["description"].startswith("Bad Request: ")
+
+
+async def test_infinity_for_a_reply_id_is_a_bad_request(emulator) -> None:
+    await emulator.client.send_message("hi")
+    body = f'{{"chat_id": {CHAT}, "text": "x", "reply_to_message_id": Infinity}}'
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as http:
+        url = f"{emulator.url}/bot{TOKEN}/sendMessage"
+        async with http.post(url, data=body, headers=headers) as resp:
+            assert resp.status == 400
+            assert (await resp.json())["error_code"] == 400

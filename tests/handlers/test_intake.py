@@ -4,9 +4,11 @@ client could not produce them (a repeated update_id, a malformed body, an unknow
 
 from __future__ import annotations
 
+import pytest
+
 from aegis.web import EMULATOR
 from bot.store.tables import outbox, tasks, updates
-from tests.helpers.stack import OWNER_CHAT, make_settings, running_stack
+from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 from tests.helpers.transport import (
     all_rows,
     drained,
@@ -52,18 +54,44 @@ async def test_the_same_update_delivered_twice_is_handled_once(stack):
     assert [(row.kind, row.status) for row in rows] == [("message", "handled")]
 
 
-async def test_a_malformed_update_fails_alone_and_the_bot_carries_on(stack):
-    bad = await stack.emulator.inject_update({"message": "not an object"})
-    [reply] = await stack.ask("/help")
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"message": "not an object"},
+        {"message": {**raw_message("no chat"), "chat": None}},
+        {"message": {**raw_message("from a string"), "from": "someone"}},
+        {"callback_query": {"id": "1", "from": {"id": "not a number"}}},
+        {"message": {**raw_message("a huge chat id"), "chat": {"id": 2**64, "type": "private"}}},
+    ],
+    ids=["message-not-object", "no-chat", "from-a-string", "tap-from-bad-id", "huge-chat-id"],
+)
+async def test_an_update_telegram_never_sends_is_skipped_unrecorded(stack, caplog, body):
+    await _open_chat(stack)
+    before = await all_rows(stack.store, updates)
+    await stack.emulator.inject_update(body)
+    [reply] = await stack.ask("/help")  # handled after it: the poll moved past it
     assert "/status" in reply["text"]
+    assert len(await all_rows(stack.store, updates)) == len(before) + 1  # the /help alone
+    assert "skipped something that is not an update" in caplog.text
 
-    row = await update_row(stack.store, bad["update_id"])
-    assert (row.kind, row.status) == ("message", "failed")
-    assert row.error.startswith("malformed")
-    assert row.payload == {"update_id": bad["update_id"], "message": "not an object"}
-    await drained(stack)
-    assert len(await stack.bot_messages()) == 1
-    assert len(await outbox_rows(stack.store)) == 1
+    async def confirmed():  # by the next poll, which passes the offset beyond both
+        return (await stack.emulator.stats())["pending_updates"] == 0
+
+    await eventually(confirmed)
+
+
+async def test_nul_and_a_lone_surrogate_are_kept_as_replacement_characters(stack):
+    await _open_chat(stack)
+    text = "pay the bill \x00 before \ud800 friday"
+    injected = await stack.emulator.inject_update({"message": raw_message(text)})
+    update_id = injected["update_id"]
+    await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 2)  # the /help, then the capture
+    row = await update_row(stack.store, update_id)
+    assert row.status == "handled"
+    kept = "pay the bill \ufffd before \ufffd friday"
+    assert row.payload["message"]["text"] == kept
+    [task] = await all_rows(stack.store, tasks)
+    assert task.body == kept
 
 
 async def test_an_unknown_update_type_is_recorded_and_handled_quietly(stack):

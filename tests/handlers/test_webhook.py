@@ -23,7 +23,7 @@ from tests.helpers.transport import (
     worker_ready,
 )
 
-MAX_BYTES = 2048
+MAX_BYTES = 256 * 1024  # room for JSON nested 100,000 deep, which must be a 400, not a 413
 
 
 @pytest.fixture
@@ -115,6 +115,61 @@ async def test_a_body_that_is_not_an_update_is_a_bad_request(hooked, body):
     assert status == 400
     assert "not an update" in text
     assert await _recorded(hooked) == before
+
+
+def _message_with(**fields) -> dict:
+    return {**raw_message("odd"), **fields}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"update_id": 2**63, "message": raw_message("hi")},
+        {"update_id": 10**30, "message": raw_message("hi")},
+        {"update_id": 5000005.0, "message": raw_message("hi")},
+        {"update_id": 5000005, "message": _message_with(chat=None)},
+        {"update_id": 5000005, "message": _message_with(chat={"id": "1", "type": "private"})},
+        {"update_id": 5000005, "message": _message_with(**{"from": "someone"})},
+        {"update_id": 5000005, "message": _message_with(chat={"id": 2**63, "type": "private"})},
+        {"update_id": 5000005, "message": _message_with(text=["a", "list"])},
+        {"update_id": 5000005, "callback_query": {"id": "1", "from": [1]}},
+    ],
+    ids=[
+        "id-2^63",
+        "id-10^30",
+        "float-id",
+        "no-chat",
+        "chat-id-string",
+        "from-string",
+        "chat-id-2^63",
+        "text-a-list",
+        "tap-from-a-list",
+    ],
+)
+async def test_an_update_of_a_shape_telegram_never_sends_is_a_bad_request(hooked, payload):
+    before = await _recorded(hooked)
+    status, text = await _post(hooked, json.dumps(payload).encode(), _secret(hooked))
+    assert (status, "not an update" in text) == (400, True)
+    assert await _recorded(hooked) == before
+
+
+@pytest.mark.parametrize("depth", [100, 1_000, 100_000])
+async def test_json_nested_past_the_limit_is_a_bad_request(hooked, depth):
+    body = b'{"update_id": 5000006, "x": ' + b"[" * depth + b"]" * depth + b"}"
+    before = await _recorded(hooked)
+    status, text = await _post(hooked, body, _secret(hooked))
+    assert (status, "not an update" in text) == (400, True)
+    assert await _recorded(hooked) == before
+
+
+async def test_nul_and_a_lone_surrogate_arrive_as_replacement_characters(hooked):
+    opened = await owner_marker(hooked)
+    body = json.dumps({"update_id": 5_000_007, "message": raw_message("a\u0000b\ud800c")})
+    assert await _post(hooked, body.encode(), _secret(hooked)) == (200, "")
+    await hooked.emulator.wait_for_bot_messages(OWNER_CHAT, 1, opened["message_id"])
+    await eventually(lambda: _is_handled(hooked, 5_000_007))
+    row = await update_row(hooked.store, 5_000_007)
+    assert row.payload["message"]["text"] == "a\ufffdb\ufffdc"
 
 
 async def test_an_update_posted_twice_is_handled_once(hooked):
