@@ -125,7 +125,7 @@ def render_units(plan: Plan) -> dict[str, str]:
     return {
         SLICE: _slice(plan, memory.budget),
         WEB: _service(plan, "web", "Telegram updates, health, the MCP server", memory.web),
-        CLOCK: _service(plan, "clock", "enqueues what is due (exactly one)", memory.clock),
+        CLOCK: _service(plan, "clock", "enqueues what is due (one at a time)", memory.clock),
         WORKER: _service(plan, "worker", "runs background jobs and agents", memory.worker),
         TARGET: _target(plan),
     }
