@@ -197,9 +197,12 @@ def with_writer(database: Path, work) -> tuple[float, list[float], float]:
 # -- the runs ----------------------------------------------------------------------------------
 
 
-def median_time(work, rounds: int) -> float:
+def median_time(work, rounds: int, before=None) -> float:
+    """The median of ``rounds`` timings of ``work``, each after an untimed ``before``."""
     times = []
     for _ in range(rounds):
+        if before is not None:
+            before()
         began = time.perf_counter()
         work()
         times.append(time.perf_counter() - began)

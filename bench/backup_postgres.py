@@ -20,13 +20,13 @@ import argparse
 import asyncio
 import io
 import secrets
-import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import asyncpg
+from backup import median_time  # bench/backup.py, beside this one
 
 from aegis.backup import create, restore
 from bot.config.settings import Settings
@@ -89,17 +89,6 @@ async def build(dsn: str, megabytes: int) -> str:
         first += BATCH
     await connection.close()
     return name
-
-
-def median_time(work, rounds: int, before=None) -> float:
-    times = []
-    for _ in range(rounds):
-        if before is not None:
-            before()
-        began = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
 
 
 def main() -> None:

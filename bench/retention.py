@@ -33,6 +33,8 @@ from sqlalchemy import func, insert, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from fullstack import percentile  # noqa: E402  (bench/fullstack.py, beside this one)
+
 from aegis.metrics import scrape  # noqa: E402
 from bot.chat.outbox import Outbox  # noqa: E402
 from bot.store import migrate  # noqa: E402
@@ -43,11 +45,6 @@ from bot.upkeep.retention import Keep, Retention  # noqa: E402
 
 WRITE_EVERY = 0.010
 CHUNK = 20_000
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
 def row(age: timedelta, status: str = "sent") -> dict:
