@@ -1,5 +1,5 @@
 """A voice note (or audio file) to transcribe: captured already, answered at once, and handed
-to a job for its words (jobs/voice.py), which tells the owner how it went."""
+to a job for its words (jobs/voice/), which tells the owner how it went."""
 
 from __future__ import annotations
 

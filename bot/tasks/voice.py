@@ -6,7 +6,7 @@ bot/tasks/tasks.py), so nothing that happens afterwards can lose the note. A tra
 moves only forward, from ``pending`` to ``done`` or ``failed``, each step under the task's row
 lock: a job run twice (redelivered, or two jobs for one note) applies its words once, and the
 owner is told once. Each try is counted on the task before it is made, so the bound on tries
-holds however often a job is redelivered. The job that transcribes is jobs/voice.py.
+holds however often a job is redelivered. The job that transcribes is jobs/voice/.
 """
 
 from __future__ import annotations

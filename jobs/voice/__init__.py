@@ -1,5 +1,5 @@
 """The transcription of a voice note captured as a task (bot/tasks/voice.py): download the
-recording through the Bot API, post it to the transcription server (jobs/transcriber.py), give
+recording through the Bot API, post it to the transcription server (jobs/voice/transcriber.py), give
 the task its words, and tell the owner once.
 
 A try that finds the server down or slow is tried again, with a wait that doubles from
@@ -28,7 +28,7 @@ from bot.tasks.task import State
 from bot.tasks.voice import VoiceNote, VoiceNotes
 from jobs.broker import require_broker
 from jobs.resources import Resources, resources
-from jobs.transcriber import Transcriber
+from jobs.voice.transcriber import Transcriber
 
 logger = logging.getLogger(__name__)
 require_broker()
