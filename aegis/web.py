@@ -27,7 +27,7 @@ from bot.chat.updates import UpdateLog
 from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
-from bot.errors import StoreError, TransportError
+from bot.errors import BrokerError, StoreError, TransportError
 from bot.monitors.watchdog import Watchdog
 from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
@@ -179,6 +179,7 @@ async def _run_telegram(context: WebContext, application, bot: Bot, stop: asynci
         if not await _connect(context, application, bot, stop):
             return
         context.ready.set()
+        await _open_topics(context)
         every = min(5.0, context.settings.update_retry_seconds / 2)
         context.background.add(_supervised(context.intake.run_retries(stop, every=every)))
         if not context.settings.public_url:
@@ -187,6 +188,23 @@ async def _run_telegram(context: WebContext, application, bot: Bot, stop: asynci
         if not stop.is_set() and not context.settings.public_url:
             context.ready.clear()
             logger.error("stopped receiving Telegram updates; see the error above")
+
+
+async def _open_topics(context: WebContext) -> None:
+    """With a forum set (AEGIS_OWNER_CHAT_ID, or an earlier /here), ask for the topics of the
+    agents that have none there yet (jobs/topics.py)."""
+    settings, svc = context.settings, context.services
+    topics = svc.platform.topics
+    chats = owner_chats(settings)
+    if settings.owner_chat_id is not None and chats:
+        await topics.seed(settings.owner_chat_id, home_chat_id=chats[0])
+    forum = await topics.forum()
+    if forum is None or not forum.on:
+        return
+    try:
+        await svc.enqueue("open_topics")
+    except BrokerError:
+        logger.warning("broker down: agents' topics are made at the next start or /here")
 
 
 async def _connect(context: WebContext, application, bot: Bot, stop: asyncio.Event) -> bool:

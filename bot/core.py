@@ -20,6 +20,7 @@ from bot.agents.profiles import AgentProfile
 from bot.agents.tokens import AgentTokens
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
+from bot.chat.topics import Topics
 from bot.chat.views.runs import progress_text
 from bot.config.live import LiveConfig
 from bot.config.settings import Settings
@@ -77,6 +78,7 @@ class Platform:
     schedules: Schedules
     monitors: Monitors  # what aegis watches, and the incidents they open
     reminders: Reminders  # one-shot reminders made in chat
+    topics: Topics  # the forum group and each agent's topic there
 
     @property
     def catalog(self) -> Catalog:
@@ -159,7 +161,8 @@ class Platform:
             deliver=functools.partial(enqueue, "deliver"),
         )
         approvals = Approvals(store)
-        interactions = Interactions(store, outbox, signer, enqueue)
+        topics = Topics(store)
+        interactions = Interactions(store, outbox, signer, enqueue, topics)
         config = LiveConfig(settings.config_file)
         # The platform's own tools work on the platform, which is built last (below).
         toolbox = demo.toolbox(settings.data_dir)
@@ -179,7 +182,7 @@ class Platform:
             tasks=tasks,
             inbox=Inbox(store, tasks, interactions, triagers),
             notes=Notes(store),
-            runs=AgentRuns(store, outbox, progress_text),
+            runs=AgentRuns(store, outbox, progress_text, topics),
             ledger=Ledger(store, overall_per_day=settings.token_budget_per_day),
             tokens=AgentTokens(store),
             job_runs=JobRuns(store),
@@ -187,6 +190,7 @@ class Platform:
             schedules=Schedules(store, settings.zone),
             monitors=Monitors(store, Incidents(store, outbox, signer)),
             reminders=Reminders(store),
+            topics=topics,
         )
         toolbox.update(platform_functions(platform))
         actions.explainers = platform_explainers(platform)

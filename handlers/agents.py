@@ -10,7 +10,7 @@ from bot.agents.agent_run import RunState
 from bot.agents.endings import settle_task
 from bot.chat.views.runs import agents_view, runs_view
 from bot.errors import RunRefused
-from handlers.services import reply, services
+from handlers.services import Services, place_of, reply, services
 
 RUN_USAGE = "Send /run, an agent and what to do: /run demo write me a haiku. /agents lists them."
 RUNS_SHOWN = 10
@@ -18,13 +18,11 @@ RUNS_SHOWN = 10
 
 async def run(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
-    text = update.message.text or ""
-    parts = text.split(maxsplit=2)
-    if len(parts) < 2:
+    parsed = await _agent_and_request(svc, update)
+    if parsed is None:
         await reply(update, context, RUN_USAGE)
         return
-    agent = parts[1]
-    request = parts[2] if len(parts) > 2 else ""
+    agent, request = parsed
     try:
         # The message's own id is the key: the same update handled twice starts one run.
         await svc.platform.start_run(
@@ -36,6 +34,21 @@ async def run(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     except RunRefused as exc:
         await reply(update, context, f"{exc} Nothing was started.")
     # Otherwise the run's own message, edited as it goes, is the answer.
+
+
+async def _agent_and_request(svc: Services, update: Update) -> tuple[str, str] | None:
+    """``/run agent what to do``; in an agent's forum topic, ``/run what to do`` is for that
+    agent (a first word naming another agent still picks that one)."""
+    words = (update.message.text or "").split(maxsplit=1)
+    rest = words[1].strip() if len(words) > 1 else ""
+    first = rest.split(maxsplit=1)[0] if rest else ""
+    place = place_of(update)
+    own = await svc.platform.topics.agent_of(place.chat_id, place.thread_id)
+    if own is not None and first not in svc.platform.agents:
+        return own, rest
+    if not first:
+        return None
+    return first, rest[len(first) :].strip()
 
 
 async def runs(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

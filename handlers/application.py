@@ -32,6 +32,7 @@ from handlers import (
     reminders,
     schedules,
     tasks,
+    topics,
 )
 from handlers.errors import on_error
 from handlers.gate import gate
@@ -69,6 +70,7 @@ CALLBACKS = {
     "remind": reminders.remind,
     "every": schedules.every,
     "models": ledger.models,
+    "here": topics.here,
     "watch": monitors.watch,
     "monitors": monitors.show,
 }

@@ -14,7 +14,7 @@ from bot.actions.audit import AuditEntry
 from bot.chat.callbacks import CallbackData
 from bot.errors import PairingLocked
 from bot.timeutil import short_time
-from handlers.services import reply, services
+from handlers.services import place_of, reply, services
 
 logger = logging.getLogger(__name__)
 CODE = re.compile(r"^\s*\d{6}\s*$")
@@ -81,7 +81,7 @@ async def pending(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     more = f" Here are the oldest {len(waiting)}." if total > len(waiting) else ""
     await reply(update, context, f"{total} card(s) waiting for you.{more}")
     for interaction in waiting:
-        await svc.platform.interactions.resend(interaction, update.effective_chat.id)
+        await svc.platform.interactions.resend(interaction, place_of(update))
 
 
 async def audit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -12,6 +12,7 @@ from telegram.ext import ContextTypes
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.codes import CodeVerifier
 from bot.chat.owners import Owners
+from bot.chat.topics import Place
 from bot.core import Platform
 
 SERVICES_KEY = "aegis.services"
@@ -42,13 +43,22 @@ def services(context: ContextTypes.DEFAULT_TYPE) -> Services:
     return context.application.bot_data[SERVICES_KEY]
 
 
-async def reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options) -> None:
-    """Answer the update in its chat, once: a redelivered update finds its answer queued."""
+def place_of(update: Update) -> Place:
+    """Where the update was written: its chat and, in a forum, its topic."""
     message = update.effective_message
+    thread_id = message.message_thread_id if message.is_topic_message else None
+    return Place(message.chat_id, thread_id)
+
+
+async def reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options) -> None:
+    """Answer the update where it was written, once: a redelivered update finds its answer
+    queued."""
+    place = place_of(update)
     await services(context).platform.outbox.send(
-        message.chat_id,
+        place.chat_id,
         text,
         key=f"reply:{update.update_id}",
-        reply_to=message.message_id,
+        reply_to=update.effective_message.message_id,
+        thread_id=place.thread_id,
         **options,
     )

@@ -7,6 +7,8 @@ and a change a task cannot take (no such task, already closed, an odd label) cha
 
 from __future__ import annotations
 
+import dataclasses
+
 from telegram import Update
 from telegram.ext import ContextTypes
 
@@ -19,7 +21,7 @@ from bot.tasks.audio import awaiting_transcription, for_transcription
 from bot.tasks.task import Closed, State, parse_label
 from handlers import voice
 from handlers.capture import capture_of
-from handlers.services import Services, reply, services
+from handlers.services import Services, place_of, reply, services
 
 ALERT_CHARS = 200  # Telegram's limit for the answer to a tap
 PAGE_SIZE = 20
@@ -31,6 +33,10 @@ MOVES = {"next": State.NEXT, "someday": State.SOMEDAY, "waiting": State.WAITING}
 async def capture(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
     capture = capture_of(update.message)
+    place = place_of(update)
+    agent = await svc.platform.topics.agent_of(place.chat_id, place.thread_id)
+    if agent is not None:  # written in that agent's topic: it is for that agent
+        capture = dataclasses.replace(capture, assignee=agent)
     if svc.platform.settings.transcribe_url is not None:
         capture = for_transcription(capture)  # a voice note: its words come from a job
     captured = await svc.platform.tasks.capture(capture)

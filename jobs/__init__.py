@@ -20,6 +20,7 @@ ACTOR_MODULES = (
     "jobs.briefing",
     "jobs.retention",
     "jobs.reminders",
+    "jobs.topics",
     "jobs.monitors.checks",
     "jobs.monitors.watches",
     "jobs.monitors.processes",

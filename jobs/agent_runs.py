@@ -308,7 +308,9 @@ class Runner:
         await self.platform.show_run(run)
 
     async def _say(self, text: str, key: str) -> None:
-        await self.platform.outbox.send(self.run.chat_id, text, key=key)
+        await self.platform.outbox.send(
+            self.run.chat_id, text, key=key, thread_id=self.run.thread_id
+        )
 
     async def _enqueue(self, actor: str, *args) -> None:
         try:
@@ -330,7 +332,11 @@ async def tell_end(platform, run: AgentRun) -> None:
     else:
         text = f"Run #{run.id} {ended_how(run)}: {run.error}"
     await platform.outbox.send(
-        run.chat_id, text, key=end_key(run.id), reply_to_outbox=run.progress_outbox_id
+        run.chat_id,
+        text,
+        key=end_key(run.id),
+        reply_to_outbox=run.progress_outbox_id,
+        thread_id=run.thread_id,
     )
 
 

@@ -41,6 +41,7 @@ from bot.errors import LeaseLost
 from bot.timeutil import now
 from jobs.broker import DELIVERIES, DELIVERY_OUTCOMES, require_broker
 from jobs.resources import resources
+from jobs.topics import open_topics
 
 logger = logging.getLogger(__name__)
 # A text goes out through do_api_request on purpose: see _send_text.
@@ -187,6 +188,9 @@ async def _send_parts(
         await _retry_later(res, message, delay_ms, f"429: retry after {delay_ms} ms")
         return {"messages_sent": sent, "telegram_429": 1}, None
     except (BadRequest, Forbidden) as exc:
+        if _topic_gone(message, exc):
+            await _leave_topic(res, message)
+            return {"messages_sent": sent, "topic_gone": 1}, await _after(res, message, claim_next)
         # Blocked, or removed from the chat: a notice there would be refused as well.
         reason = f"Telegram refused it: {type(exc).__name__}: {exc.message}"
         await set_aside(outbox, message, reason, tell_owner=isinstance(exc, BadRequest))
@@ -244,6 +248,23 @@ async def _server_error(
     return {"messages_sent": sent, "server_error": 1}, None
 
 
+def _topic_gone(message: OutgoingMessage, exc: Exception) -> bool:
+    """Telegram has no such topic (any more), or it is closed: someone deleted or closed an
+    agent's topic in the group."""
+    text = getattr(exc, "message", "").lower()
+    return message.thread_id is not None and ("thread not found" in text or "topic_" in text)
+
+
+async def _leave_topic(res, message: OutgoingMessage) -> None:
+    """Send the row to the forum's General topic instead, forget the topic, and ask for a new
+    one (jobs/topics.py), so the agent's next messages have a topic again."""
+    platform = res.platform
+    logger.warning("outbox %s: topic %s is gone; sent to General", message.id, message.thread_id)
+    await platform.outbox.leave_topic(message.id, held=message)
+    await platform.topics.forget(message.chat_id, message.thread_id)
+    await asyncio.to_thread(open_topics.send)
+
+
 async def _after(res, failed: OutgoingMessage, claim_next: bool) -> OutgoingMessage | None:
     """The chat's next message once ``failed`` has failed for good, so the drain goes on:
     one message Telegram refuses must not hold back those queued behind it."""
@@ -262,7 +283,7 @@ async def _send_one(res, message: OutgoingMessage, index: int) -> int:
     if message.kind is OutboxKind.TEXT:
         reply_to = await _reply_to(res, message) if index == 0 else None
         keyboard = message.reply_markup if last else None
-        return await _send_text(bot, message.chat_id, message.parts[index], keyboard, reply_to)
+        return await _send_text(bot, message, message.parts[index], keyboard, reply_to)
     markup = None
     if last and message.reply_markup:
         markup = InlineKeyboardMarkup.de_json(message.reply_markup, bot)
@@ -284,6 +305,7 @@ async def _send_one(res, message: OutgoingMessage, index: int) -> int:
             caption=caption[:1024],
             reply_markup=markup,
             reply_parameters=reply,
+            message_thread_id=message.thread_id,
         )
     return sent.message_id
 
@@ -297,12 +319,14 @@ async def _reply_to(res, message: OutgoingMessage) -> int | None:
     return target["telegram_message_ids"][0] if target and target["telegram_message_ids"] else None
 
 
-async def _send_text(bot, chat_id: int, text: str, keyboard, reply_to: int | None) -> int:
+async def _send_text(bot, message: OutgoingMessage, text: str, keyboard, reply_to) -> int:
     """sendMessage with the row's stored keyboard as it is, reading back only the new message's
     id. ``Bot.send_message`` would rebuild the keyboard as objects to serialize it again, and
     parse the whole Message Telegram returns (with the message it replies to inside): most of
     a delivery's work, for one number. Errors are raised as ``send_message`` raises them."""
-    fields: dict = {"chat_id": chat_id, "text": text}
+    fields: dict = {"chat_id": message.chat_id, "text": text}
+    if message.thread_id is not None:
+        fields["message_thread_id"] = message.thread_id
     if keyboard:
         fields["reply_markup"] = keyboard
     if reply_to:
@@ -324,6 +348,7 @@ async def _send_file(res, message: OutgoingMessage, markup, reply):
         caption=message.caption,
         reply_markup=markup,
         reply_parameters=reply,
+        message_thread_id=message.thread_id,
     )
 
 

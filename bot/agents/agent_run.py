@@ -72,6 +72,7 @@ class AgentRun:
     heartbeat_at: datetime | None
     finished_at: datetime | None
     watching: int | None = None  # or the process watch it waits for
+    thread_id: int | None = None  # the agent's forum topic in ``chat_id``, if it has one
 
     @classmethod
     def from_row(cls, row: Any) -> AgentRun:

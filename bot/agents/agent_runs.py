@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.agents.agent_run import ACTIVE, ENDED, AgentRun, Beat, RunOrigin, RunState
 from bot.chat.outbox import Outbox
+from bot.chat.topics import Topics
 from bot.errors import RunLost
 from bot.interactions.interaction import OPEN
 from bot.store.database import Store
@@ -39,10 +40,17 @@ def _held(run: AgentRun):
 
 
 class AgentRuns:
-    def __init__(self, store: Store, outbox: Outbox, render: Callable[[AgentRun], str]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        outbox: Outbox,
+        render: Callable[[AgentRun], str],
+        topics: Topics | None = None,
+    ) -> None:
         self.store = store
         self.outbox = outbox
         self.render = render  # a run's message as it reads in chat (bot/chat/views/runs.py)
+        self.topics = topics or Topics(store)  # a run talks in its agent's topic, if it has one
 
     async def create(
         self,
@@ -78,6 +86,8 @@ class AgentRuns:
         }
         try:
             async with self.store.write() as conn:
+                place = await self.topics.place(chat_id, agent, conn)
+                values.update(chat_id=place.chat_id, thread_id=place.thread_id)
                 run_id = (
                     await conn.execute(
                         insert(agent_runs).values(**values).returning(agent_runs.c.id)
@@ -86,7 +96,9 @@ class AgentRuns:
                 run = AgentRun.from_row(
                     (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
                 )
-                outbox_id = await self.outbox.add(conn, chat_id, self.render(run))
+                outbox_id = await self.outbox.add(
+                    conn, place.chat_id, self.render(run), thread_id=place.thread_id
+                )
                 await conn.execute(
                     update(agent_runs)
                     .where(agent_runs.c.id == run_id)

@@ -97,10 +97,12 @@ class Outbox:
         reply_markup: dict[str, Any] | None = None,
         reply_to: int | None = None,
         reply_to_outbox: int | None = None,
+        thread_id: int | None = None,
     ) -> int:
         """Queue a message and ask for its delivery; returns its row id. A repeated ``key``
         queues nothing and asks for nothing: the first send did. ``reply_to`` is a Telegram
-        message id, ``reply_to_outbox`` an earlier row of the chat."""
+        message id, ``reply_to_outbox`` an earlier row of the chat; ``thread_id`` a forum
+        topic of the chat (bot/chat/topics.py)."""
         outbox_id, new = await self.put(
             chat_id,
             text,
@@ -108,6 +110,7 @@ class Outbox:
             reply_to_message_id=reply_to,
             idempotency_key=key,
             reply_to_outbox=reply_to_outbox,
+            thread_id=thread_id,
         )
         if new:
             await self._ask_or_gather(chat_id, outbox_id)
@@ -120,9 +123,16 @@ class Outbox:
         else:  # asked for at the end of the block, once for the chat
             gathered.first_of_chat.setdefault(chat_id, outbox_id)
 
-    async def send_file(self, chat_id: int, stored: str, *, caption: str | None = None) -> int:
+    async def send_file(
+        self,
+        chat_id: int,
+        stored: str,
+        *,
+        caption: str | None = None,
+        thread_id: int | None = None,
+    ) -> int:
         """Queue a file kept under outgoing/ (see ``put_file``) and ask for its delivery."""
-        outbox_id = await self.put_file(chat_id, stored, caption=caption)
+        outbox_id = await self.put_file(chat_id, stored, caption=caption, thread_id=thread_id)
         await self.ask_delivery(outbox_id)
         return outbox_id
 
@@ -175,11 +185,12 @@ class Outbox:
         reply_to_message_id: int | None = None,
         idempotency_key: str | None = None,
         reply_to_outbox: int | None = None,
+        thread_id: int | None = None,
     ) -> tuple[int, bool]:
         """Queue a message; returns its id and whether it is new (a repeated key is not).
         ``reply_to_outbox`` makes it a reply to what an earlier row of the chat sent."""
         row = self._row(chat_id, text, reply_markup, reply_to_message_id, idempotency_key)
-        row["reply_to_outbox"] = reply_to_outbox
+        row.update(reply_to_outbox=reply_to_outbox, thread_id=thread_id)
         try:
             async with self.store.write() as conn:
                 result = await conn.execute(INSERT_RETURNING_ID, row)
@@ -199,13 +210,14 @@ class Outbox:
         caption: str | None = None,
         edit_of: int | None = None,
         reply_to_outbox: int | None = None,
+        thread_id: int | None = None,
     ) -> int:
         """Queue a message inside the caller's transaction, so it exists exactly when what it
         announces does. With ``caption`` the text goes as a file under that caption; with
         ``edit_of`` it replaces the message that row sent; with ``reply_to_outbox`` it answers
-        the message that row sent."""
+        the message that row sent; with ``thread_id`` it goes to that forum topic."""
         row = self._row(chat_id, text, reply_markup, None, None)
-        row["reply_to_outbox"] = reply_to_outbox
+        row.update(reply_to_outbox=reply_to_outbox, thread_id=thread_id)
         if caption is not None:
             row.update(kind=OutboxKind.DOCUMENT, parts=[text], caption=caption)
         if edit_of is not None:
@@ -213,11 +225,20 @@ class Outbox:
         result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
         return result.scalar_one()
 
-    async def put_file(self, chat_id: int, stored: str, *, caption: str | None = None) -> int:
+    async def put_file(
+        self,
+        chat_id: int,
+        stored: str,
+        *,
+        caption: str | None = None,
+        thread_id: int | None = None,
+    ) -> int:
         """Queue a file kept under the data dir's outgoing/ (``stored``: "<sha256>/<name>"), to
         be sent as a document under its own name."""
         row = self._row(chat_id, stored, None, None, None)
-        row.update(kind=OutboxKind.FILE, parts=[stored], caption=caption or None)
+        row.update(
+            kind=OutboxKind.FILE, parts=[stored], caption=caption or None, thread_id=thread_id
+        )
         async with self.store.write() as conn:
             result = await conn.execute(insert(outbox).values(**row).returning(outbox.c.id))
             return result.scalar_one()
@@ -228,6 +249,7 @@ class Outbox:
         is_file = len(text) > self.file_over_chars
         return {
             "chat_id": chat_id,
+            "thread_id": None,
             "idempotency_key": idempotency_key,
             "kind": OutboxKind.DOCUMENT if is_file else OutboxKind.TEXT,
             "parts": [text] if is_file else split_text(text),
@@ -326,6 +348,17 @@ class Outbox:
         ``not_before`` nothing takes it sooner, the sweep included (a 429 names the second)."""
         return await self._finish(
             message_id, OutboxStatus.PENDING, error, held, lease_until=not_before
+        )
+
+    async def leave_topic(self, message_id: int, *, held: OutgoingMessage | None = None) -> bool:
+        """Give the row back to go to its chat's General topic: its forum topic is gone."""
+        return await self._finish(
+            message_id,
+            OutboxStatus.PENDING,
+            "its topic is gone",
+            held,
+            thread_id=None,
+            lease_until=None,
         )
 
     async def due_for_retry(self, *, older_than: timedelta, limit: int = 100) -> list[int]:

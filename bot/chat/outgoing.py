@@ -48,6 +48,7 @@ class OutgoingMessage:
     reply_to_outbox: int | None = None  # reply to what that earlier row sent
     idempotency_key: str | None = None
     last_error: str | None = None  # why the last try did not send it, if one did not
+    thread_id: int | None = None  # the forum topic it goes to (bot/chat/topics.py)
 
     @classmethod
     def from_row(cls, row: Any) -> OutgoingMessage:
@@ -67,6 +68,7 @@ class OutgoingMessage:
             reply_to_outbox=row.reply_to_outbox,
             idempotency_key=row.idempotency_key,
             last_error=row.last_error,
+            thread_id=row.thread_id,
         )
 
 

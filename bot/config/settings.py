@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     owner_ids: Annotated[frozenset[int], NoDecode] = Field(
         frozenset(), description="Telegram user ids allowed to use the bot, comma-separated."
     )
+    owner_chat_id: int | None = Field(
+        None,
+        lt=0,
+        description="A supergroup with topics (its id, -100…) where each agent gets a topic of "
+        "its own; /here sent in the group does the same. Unset: everything in the private chat.",
+    )
     public_url: str | None = Field(
         None, description="Set it and the bot registers a webhook instead of long polling."
     )

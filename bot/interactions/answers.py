@@ -94,7 +94,10 @@ class Answers:
             f"Card #{interaction.id} cannot be undone. To approve it, send the current 6-digit "
             "code from your authenticator app. Nothing happens until a valid code arrives."
         )
-        effects.outbox_ids.append(await self.cards.outbox.add(conn, interaction.chat_id, text))
+        outbox_id = await self.cards.outbox.add(
+            conn, interaction.chat_id, text, thread_id=interaction.thread_id
+        )
+        effects.outbox_ids.append(outbox_id)
         return Reply("Now send your 6-digit code to approve.", interaction, changed=True)
 
     async def submit_code(

@@ -93,6 +93,7 @@ class Interaction:
     resolved_by_name: str | None
     continuation_actor: str | None
     continuation_kwargs: dict[str, Any]
+    thread_id: int | None = None  # the asking agent's forum topic in ``chat_id``, if any
 
     @classmethod
     def from_row(cls, row: Any) -> Interaction:

@@ -25,6 +25,7 @@ from bot.actions.grants import Approvals
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
 from bot.chat.text import MESSAGE_LIMIT
+from bot.chat.topics import Place, Topics
 from bot.chat.views import cards
 from bot.errors import BrokerError
 from bot.interactions.answers import Answers
@@ -54,10 +55,16 @@ Enqueue = Callable[..., Awaitable[None]]
 
 class Interactions:
     def __init__(
-        self, store: Store, outbox: Outbox, signer: CallbackSigner, enqueue: Enqueue
+        self,
+        store: Store,
+        outbox: Outbox,
+        signer: CallbackSigner,
+        enqueue: Enqueue,
+        topics: Topics | None = None,
     ) -> None:
         self.store = store
         self.outbox = outbox
+        self.topics = topics or Topics(store)  # a card goes to its agent's topic, if any
         self.signer = signer
         self.enqueue = enqueue
         # Told the id of each card settled in this process, once it is committed: a call held
@@ -104,10 +111,12 @@ class Interactions:
             raise ValueError("an approval is for one call: its tool, arguments and their hash")
         if ask.timeout_policy is TimeoutPolicy.ARCHIVE and ask.timeout is None:
             raise ValueError("an archive card needs a timeout")
+        place = await self.topics.place(ask.chat_id, ask.agent, conn)
         values = {
             "kind": ask.kind,
             "agent": ask.agent,
-            "chat_id": ask.chat_id,
+            "chat_id": place.chat_id,
+            "thread_id": place.thread_id,
             "prompt": ask.prompt,
             "options": list(ask.options),
             "tool": ask.tool,
@@ -127,25 +136,28 @@ class Interactions:
             await conn.execute(insert(interactions).values(**values).returning(*interactions.c))
         ).one()
         interaction = Interaction.from_row(row)
-        effects.outbox_ids.append(await self._put_card(conn, interaction, ask.chat_id))
+        effects.outbox_ids.append(await self._put_card(conn, interaction, place))
         return interaction
 
-    async def resend(self, interaction: Interaction, chat_id: int) -> None:
-        """Send the card again, with live buttons (``/pending``)."""
+    async def resend(self, interaction: Interaction, to: Place) -> None:
+        """Send the card again, with live buttons (``/pending``, to where it was asked for)."""
         effects = Effects()
         async with self.store.write() as conn:
-            effects.outbox_ids.append(await self._put_card(conn, interaction, chat_id))
+            effects.outbox_ids.append(await self._put_card(conn, interaction, to))
         await self.announce(effects)
 
-    async def _put_card(self, conn: AsyncConnection, interaction: Interaction, chat_id: int) -> int:
+    async def _put_card(self, conn: AsyncConnection, interaction: Interaction, to: Place) -> int:
         text = cards.card_text(interaction)
         markup = cards.card_markup(interaction, self.signer)
+        chat_id, thread_id = to.chat_id, to.thread_id
         if len(text) <= MESSAGE_LIMIT:
-            outbox_id = await self.outbox.add(conn, chat_id, text, reply_markup=markup)
+            outbox_id = await self.outbox.add(
+                conn, chat_id, text, reply_markup=markup, thread_id=thread_id
+            )
         else:  # approving what you cannot see is not approval: the whole card goes as a file
             caption = cards.card_caption(interaction)
             outbox_id = await self.outbox.add(
-                conn, chat_id, text, reply_markup=markup, caption=caption
+                conn, chat_id, text, reply_markup=markup, caption=caption, thread_id=thread_id
             )
         await conn.execute(
             insert(interaction_cards).values(

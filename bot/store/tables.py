@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 
@@ -87,6 +88,7 @@ outbox = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("chat_id", BigInteger, nullable=False),
+    Column("thread_id", BigInteger),  # the forum topic it goes to, in a forum chat
     Column("idempotency_key", String(200), unique=True),
     Column("kind", String(16), nullable=False),
     Column("parts", JSON, nullable=False),
@@ -181,6 +183,7 @@ interactions = Table(
     Column("kind", String(16), nullable=False),
     Column("agent", String(100), nullable=False),
     Column("chat_id", BigInteger, nullable=False),
+    Column("thread_id", BigInteger),  # the asking agent's forum topic, if it has one
     Column("prompt", Text, nullable=False),
     Column("options", JSON, nullable=False),
     Column("tool", String(200)),
@@ -324,6 +327,7 @@ agent_runs = Table(
     Column("task_id", Integer),
     Column("schedule", String(100)),
     Column("chat_id", BigInteger, nullable=False),
+    Column("thread_id", BigInteger),  # the agent's forum topic, if it has one
     Column("idempotency_key", String(200), unique=True),
     Column("status", String(16), nullable=False),
     Column("step", String(200), nullable=False),
@@ -503,4 +507,32 @@ reminders = Table(
     Column("snoozes", Integer, nullable=False, server_default=text("0")),
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_reminders_due", "status", "due_at"),
+)
+
+# The forum group (a supergroup with topics) where each agent has a topic (bot/chat/topics.py):
+# one row, set by /here or AEGIS_OWNER_CHAT_ID. ``home_chat_id`` is the private chat everything
+# falls back to; ``state`` is "on", or "lost" when Telegram refused a topic (``problem`` says why).
+forum = Table(
+    "forum",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("chat_id", BigInteger, nullable=False),
+    Column("title", String(200), nullable=False),
+    Column("home_chat_id", BigInteger, nullable=False),
+    Column("state", String(8), nullable=False),
+    Column("problem", Text),
+    Column("set_at", UTCDateTime(), nullable=False),
+    Column("changed_at", UTCDateTime(), nullable=False),
+)
+
+# Each agent's topic in a forum: its message_thread_id there.
+topics = Table(
+    "topics",
+    metadata,
+    Column("agent", String(100), primary_key=True),
+    Column("chat_id", BigInteger, primary_key=True),
+    Column("thread_id", BigInteger, nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("chat_id", "thread_id", name="uq_topics_thread"),
 )

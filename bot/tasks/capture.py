@@ -46,6 +46,7 @@ class Capture:
     origin: Origin
     attachments: tuple[dict[str, Any], ...] = ()
     album: str | None = None  # Telegram's media_group_id
+    assignee: str | None = None  # written in an agent's forum topic: that agent's task
 
     @property
     def key(self) -> str:

@@ -63,6 +63,7 @@ class Tasks:
             "chat_id": capture.chat_id,
             "message_id": capture.message_id,
             "captured_by": capture.user_id,
+            "assignee": capture.assignee,
             "created_at": moment,
             "updated_at": moment,
         }

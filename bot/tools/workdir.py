@@ -142,7 +142,10 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
         )
         outgoing = platform.settings.data_dir / OUTGOING
         stored, size = await asyncio.to_thread(keep_copy, source, outgoing)
-        await platform.outbox.send_file(caller.chat_id, stored, caption=args.get("caption"))
+        place = await platform.topics.place(caller.chat_id, caller.agent)
+        await platform.outbox.send_file(
+            place.chat_id, stored, caption=args.get("caption"), thread_id=place.thread_id
+        )
         return {"sent": source.name, "bytes": size}
 
     return {"shell.run": run_shell, "files.send": send_file}

@@ -101,7 +101,8 @@ COMMANDS = (
         "run",
         "Run an agent: /run agent what to do",
         AGENTS,
-        "start a run; its message shows how it goes, the result comes as a reply",
+        "start a run; its message shows how it goes, the result comes as a reply (in an "
+        "agent's topic, the agent's name can be left out)",
         "agent what to do",
     ),
     Command(
@@ -137,6 +138,13 @@ COMMANDS = (
         "run it now or delete one made in chat",
     ),
     Command("models", "When each model last succeeded", AGENTS, "when each model last answered"),
+    Command(
+        "here",
+        "A topic per agent in this group",
+        AGENTS,
+        "sent in a group with topics: each agent gets a topic there, and what you write in "
+        "one is for its agent; sent here: everything comes back to this chat",
+    ),
     Command(
         "watch",
         "Watch a site, a port, a certificate or a command",

@@ -46,8 +46,9 @@ COMMENT_CHARS = 600  # each comment shown by /task; five of them fit one message
 def captured_text(captured: Captured) -> str:
     task = captured.task
     if captured.new:
+        whose = f" for {task.assignee}" if task.assignee else ""
         return (
-            f"Captured as task {task.id}: {_title(task)}\n"
+            f"Captured as task {task.id}{whose}: {_title(task)}\n"
             "Where does it go? Or leave it in the inbox for now."
         )
     return f"Already captured as task {task.id} ({task.describe_state()}): {_title(task)}"

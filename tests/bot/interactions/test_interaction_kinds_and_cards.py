@@ -18,6 +18,7 @@ from bot.actions.audit import AuditEvent
 from bot.chat.outbox import Outbox
 from bot.chat.outgoing import OutboxKind
 from bot.chat.text import MESSAGE_LIMIT
+from bot.chat.topics import Place
 from bot.chat.views import cards
 from bot.interactions.interaction import InteractionOutcome, InteractionStatus, Kind
 from bot.store.database import Store
@@ -274,7 +275,7 @@ async def test_pending_lists_open_cards_and_resend_sends_a_live_copy(store, enqu
     listed, total = await asker.open_interactions()
     assert [i.id for i in listed] == [first.id, second.id] and total == 2
 
-    await asker.resend(first, CHAT + 1)
+    await asker.resend(first, Place(CHAT + 1))
     await asker.tap(first.id, "approve", ALICE, "Alice", codes_ready=False)
     rows = await card_rows(store, first.id)
     assert [r["chat_id"] for r in rows] == [CHAT, CHAT + 1]

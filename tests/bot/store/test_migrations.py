@@ -12,7 +12,7 @@ from bot.store import migrate, search
 from bot.store.database import Store
 from bot.store.tables import metadata
 
-REVISIONS = ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011"]
+REVISIONS = [f"{n:04d}" for n in range(1, 13)]
 HEAD = REVISIONS[-1]
 SEARCH_INDEXES = search.index_names()
 
