@@ -13,6 +13,7 @@ import redis
 from aegis import instance
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot.chat.outbox import Outbox
+from bot.chat.topics import Topics
 from bot.chat.views.status import gather_status
 from bot.config.settings import Settings
 from bot.errors import StoreError
@@ -50,6 +51,7 @@ async def status_text(settings: Settings) -> tuple[str, int]:
             broker=broker,
             schedules=Schedules(store),
             transcribe_url=settings.transcribe_url,
+            topics=Topics(store),
         )
     except StoreError as exc:
         return f"{head}\nThe database cannot be read: {exc}", 1

@@ -56,6 +56,7 @@ async def status_text(svc: Services) -> str:
         agents=platform.agents,  # also looks at aegis.yaml, so a new problem shows
         config_problem=platform.config.problem,
         transcribe_url=platform.settings.transcribe_url,
+        topics=platform.topics,
     )
     return report.render()
 

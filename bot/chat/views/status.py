@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.chat.outbox import Outbox
+from bot.chat.topics import Topics
 from bot.chat.views.schedules import status_lines
+from bot.chat.views.topics import status_line as topics_line
 from bot.chat.views.voice import status_line as voice_line
 from bot.timeutil import now, short_time
 from bot.upkeep.heartbeats import Heartbeats, Process
@@ -28,6 +30,7 @@ class StatusReport:
     config_problem: str | None = None  # why aegis.yaml on disk is not the one in force
     oldest_owed_at: datetime | None = None  # when the oldest message still to send was queued
     voice: str | None = None  # whether voice notes are transcribed, and by whom
+    topics: str | None = None  # where agents' topics are, if anywhere
 
     def render(self) -> str:
         lines = ["aegis status", "", "Processes"]
@@ -38,8 +41,7 @@ class StatusReport:
             queues = ", ".join(f"{name} {depth}" for name, depth in self.queue_depths.items())
             lines += ["", f"Queues: {queues}"]
         lines += [self._outbox_line(), f"Database: {self.database}", f"Broker: {self.broker}"]
-        if self.voice:
-            lines.append(self.voice)
+        lines += [line for line in (self.voice, self.topics) if line]
         lines += ["", "Latest jobs"]
         lines += [f"  {_job_line(run)}" for run in self.latest_jobs] or ["  none yet"]
         if self.schedules:
@@ -73,8 +75,11 @@ async def gather_status(
     agents: dict | None = None,
     config_problem: str | None = None,
     transcribe_url: str | None = None,
+    topics: Topics | None = None,
 ) -> StatusReport:
     rows = await schedules.all() if schedules is not None else []
+    forum = await topics.forum() if topics is not None else None
+    topic_count = len(await topics.of_forum(forum.chat_id)) if forum is not None else 0
     return StatusReport(
         processes=await heartbeats.alive(),
         queue_depths=queue_depths,
@@ -86,6 +91,7 @@ async def gather_status(
         schedules=status_lines(rows, agents or {}),
         config_problem=config_problem,
         voice=voice_line(transcribe_url),
+        topics=topics_line(forum, topic_count),
     )
 
 
