@@ -116,6 +116,7 @@ async def get_chat(call: Call) -> dict[str, Any]:
             "limited_gifts": False,
             "unique_gifts": False,
             "premium_subscription": False,
+            "gifts_from_channels": False,  # PTB 22.6 on (Bot API 9.3) refuses a chat without it
         },
     }
 
