@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from emulator.botapi_forum import FORUM_METHODS
 from emulator.botapi_messages import MESSAGE_METHODS
 from emulator.calls import Call, Method
 from emulator.errors import ApiError, bad_request, not_found
@@ -81,7 +82,8 @@ def _refuse_in_outage(call: Call, method: str) -> None:
 
 def _method_table() -> dict[str, Method]:
     """Method names are case-insensitive on Telegram, so the table is keyed lowercase."""
-    return {name.lower(): method for name, method in {**_OWN_METHODS, **MESSAGE_METHODS}.items()}
+    methods = {**_OWN_METHODS, **MESSAGE_METHODS, **FORUM_METHODS}
+    return {name.lower(): method for name, method in methods.items()}
 
 
 # -- identity and lifecycle --------------------------------------------------------------
@@ -114,6 +116,7 @@ async def get_chat(call: Call) -> dict[str, Any]:
             "limited_gifts": False,
             "unique_gifts": False,
             "premium_subscription": False,
+            "gifts_from_channels": False,  # PTB 22.6 on (Bot API 9.3) refuses a chat without it
         },
     }
 

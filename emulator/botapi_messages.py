@@ -10,6 +10,7 @@ import struct
 import zlib
 from typing import Any
 
+from emulator import forum
 from emulator.calls import Call, Method
 from emulator.errors import ApiError, bad_request
 from emulator.formatting import (
@@ -68,6 +69,9 @@ def _message_id(value: Any) -> int:
 
 
 def _record_bot_message(call: Call, chat: Chat, **fields: Any) -> dict[str, Any]:
+    """Store a send in its forum topic (every send method takes ``message_thread_id``)."""
+    thread_id = call.params.int("message_thread_id")
+    fields.update(forum.place(chat, thread_id, fields.get("reply_to"), call.bot.user))
     call.state.check_flood(call.bot, chat.chat_id)
     message = call.state.add_message(chat, call.bot.user, **fields)
     call.state.stats.messages_sent_by_bot += 1
@@ -240,6 +244,8 @@ async def delete_message(call: Call) -> bool:
     chat = call.state.resolve_chat(call.params.raw("chat_id"))
     message_id = call.params.int("message_id") or 0
     message = call.state.existing_message(chat, message_id, "message to delete not found")
+    if message.service and "forum_topic_created" in message.service:
+        raise bad_request("message can't be deleted")  # a topic goes with deleteForumTopic
     message.deleted = True
     call.state.touch(chat)
     return True

@@ -64,6 +64,7 @@ class EmulatorClient:
         audio: dict[str, Any] | None = None,
         caption: str | None = None,
         media_group_id: str | None = None,
+        message_thread_id: int | None = None,
     ) -> dict[str, Any]:
         """Write as ``user`` (default DEFAULT_USER); returns ``{"update_id", "message"}``.
 
@@ -71,6 +72,7 @@ class EmulatorClient:
         ``caption`` (or ``text``) as its caption or none at all; messages sharing a
         ``media_group_id`` make one album. ``voice`` or ``audio`` (e.g. ``{"duration": 42,
         "data": "<base64 of the recording>"}``) sends a recording the bot can download.
+        ``message_thread_id`` writes in that topic of the forum ``chat_id``.
         """
         body = _without_none(
             text=text,
@@ -84,6 +86,7 @@ class EmulatorClient:
             audio=audio,
             caption=caption,
             media_group_id=media_group_id,
+            message_thread_id=message_thread_id,
         )
         return await self._request("POST", "messages", json=body)
 
@@ -115,20 +118,71 @@ class EmulatorClient:
         """Make the user block (or unblock) the bot: sends then fail with 403."""
         return await self._request("POST", "block", json={"chat_id": chat_id, "blocked": blocked})
 
+    # -- chats and forum topics ----------------------------------------------------------
+
+    async def chats(self) -> list[dict[str, Any]]:
+        """Every chat: ``{"chat": <Bot API Chat>, "version", "bot_rights"}`` each."""
+        return (await self._request("GET", "chats"))["chats"]
+
+    async def create_forum(
+        self, chat_id: int, title: str, *, username: str | None = None
+    ) -> dict[str, Any]:
+        """Make ``chat_id`` (negative) a forum supergroup whose administrator the bot is, with
+        the rights to manage topics and delete messages; returns the chat as ``chats`` does."""
+        body = _without_none(chat_id=chat_id, title=title, username=username)
+        return await self._request("POST", "forums", json=body)
+
+    async def set_bot_rights(self, chat_id: int, **rights: bool) -> dict[str, Any]:
+        """Grant or take the bot's administrator rights in a chat, e.g.
+        ``set_bot_rights(chat_id, can_manage_topics=False)``; returns the chat as ``chats``."""
+        return await self._request("POST", f"chats/{chat_id}/bot_rights", json=rights)
+
+    async def topics(self, chat_id: int) -> list[dict[str, Any]]:
+        """The forum's live topics (ForumTopic objects plus ``is_closed``), oldest first."""
+        return (await self._request("GET", f"chats/{chat_id}/topics"))["topics"]
+
+    async def create_topic(
+        self,
+        chat_id: int,
+        name: str,
+        *,
+        icon_color: int | None = None,
+        icon_custom_emoji_id: str | None = None,
+        user: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Open a topic as ``user``; returns ``{"update_id", "topic", "message"}``, the message
+        being the ``forum_topic_created`` service message the bot receives."""
+        body = _without_none(
+            name=name, icon_color=icon_color, icon_custom_emoji_id=icon_custom_emoji_id, user=user
+        )
+        return await self._request("POST", f"chats/{chat_id}/topics", json=body)
+
     # -- transcript --------------------------------------------------------------------
 
     async def chat(
-        self, chat_id: int, after: int = 0, version: int | None = None, wait: float = 0.0
+        self,
+        chat_id: int,
+        after: int = 0,
+        version: int | None = None,
+        wait: float = 0.0,
+        *,
+        message_thread_id: int | None = None,
     ) -> dict[str, Any]:
-        """Raw transcript call: ``{"chat_id", "version", "messages"}``, optionally long-polled."""
+        """Raw transcript call: ``{"chat_id", "version", "messages"}``, optionally long-polled;
+        with ``message_thread_id``, only that forum topic's messages."""
         params: dict[str, Any] = {"after": after, "wait": wait}
         if version is not None:
             params["version"] = version
+        if message_thread_id is not None:
+            params["message_thread_id"] = message_thread_id
         return await self._request("GET", f"chats/{chat_id}/messages", params=params, wait=wait)
 
-    async def messages(self, chat_id: int, after: int = 0) -> list[dict[str, Any]]:
-        """Messages with id > ``after``, user's and bot's, in order (deleted ones flagged)."""
-        return (await self.chat(chat_id, after))["messages"]
+    async def messages(
+        self, chat_id: int, after: int = 0, *, message_thread_id: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Messages with id > ``after``, user's and bot's, in order (deleted ones flagged);
+        with ``message_thread_id``, only that forum topic's."""
+        return (await self.chat(chat_id, after, message_thread_id=message_thread_id))["messages"]
 
     async def wait_for_bot_messages(
         self,
@@ -136,8 +190,11 @@ class EmulatorClient:
         count: int,
         after: int = 0,
         timeout: float = 10.0,  # noqa: ASYNC109
+        *,
+        message_thread_id: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Return once ``count`` bot messages with id > ``after`` exist (deleted included).
+        """Return once ``count`` bot messages with id > ``after`` exist (deleted included),
+        counting only those in forum topic ``message_thread_id`` when it is given.
 
         Raises ``asyncio.TimeoutError`` after ``timeout`` seconds; waits by long-polling
         the chat's version, so it reacts as soon as the bot sends.
@@ -148,7 +205,9 @@ class EmulatorClient:
         while True:
             remaining = deadline - loop.time()
             wait = min(max(remaining, 0.0), 25.0) if version is not None else 0.0
-            data = await self.chat(chat_id, after, version, wait)
+            data = await self.chat(
+                chat_id, after, version, wait, message_thread_id=message_thread_id
+            )
             found = [m for m in data["messages"] if m["from_bot"]]
             if len(found) >= count:
                 return found

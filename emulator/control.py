@@ -14,9 +14,16 @@ from typing import Any
 from aiohttp import web
 
 from emulator.errors import ApiError, bad_request
-from emulator.inject import inject_callback, inject_edit, inject_message, inject_raw
+from emulator.forum import require_forum
+from emulator.inject import (
+    inject_callback,
+    inject_edit,
+    inject_message,
+    inject_raw,
+    inject_topic,
+)
 from emulator.keys import CONTROL_KEY, RUNTIME_KEY, STATE_KEY, TOKEN_KEY
-from emulator.models import BotState, Chat, FloodConfig, Outage
+from emulator.models import FORUM_BOT_RIGHTS, BotState, Chat, FloodConfig, Outage
 from emulator.state import EmulatorState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -109,6 +116,64 @@ async def post_block(request: web.Request) -> web.Response:
     return web.json_response({"chat_id": chat.chat_id, "blocked": chat.blocked_bot})
 
 
+# -- chats and forum topics ----------------------------------------------------------------
+
+
+def _chat_view(chat: Chat) -> dict[str, Any]:
+    return {"chat": chat.info, "version": chat.version, "bot_rights": chat.bot_rights}
+
+
+def _known_chat(request: web.Request) -> Chat:
+    chat = _state(request).chat(int(request.match_info["chat_id"]))
+    if chat is None:
+        raise ApiError(404, "Not Found: chat not found")
+    return chat
+
+
+async def get_chats(request: web.Request) -> web.Response:
+    """Every chat the emulator holds, so the chat page can offer them."""
+    chats = [_chat_view(chat) for chat in _state(request).chats.values()]
+    return web.json_response({"chats": chats})
+
+
+async def post_forum(request: web.Request) -> web.Response:
+    """Create a forum supergroup ``{"chat_id": -100…, "title": …, "username": …}``, the bot
+    its administrator with the rights to manage topics."""
+    body = await _body(request)
+    chat_id, title = int(body["chat_id"]), str(body.get("title") or "Forum")
+    username = body.get("username")
+    chat = _state(request).forum_chat(chat_id, title, None if username is None else str(username))
+    return web.json_response(_chat_view(chat))
+
+
+async def post_bot_rights(request: web.Request) -> web.Response:
+    """Grant or take the bot's administrator rights in a chat: ``{"can_manage_topics": false}``.
+    The emulator checks these rights only; any other is refused so a typo cannot pass."""
+    body = await _body(request)
+    unknown = sorted(set(body) - set(FORUM_BOT_RIGHTS))
+    if unknown or not all(isinstance(value, bool) for value in body.values()):
+        raise bad_request(f"rights are true or false, of {sorted(FORUM_BOT_RIGHTS)}: {unknown}")
+    chat = _known_chat(request)
+    chat.bot_rights = {**(chat.bot_rights or {}), **body}
+    _state(request).touch(chat)
+    return web.json_response(_chat_view(chat))
+
+
+async def get_topics(request: web.Request) -> web.Response:
+    """A forum's live topics, in the order they were created."""
+    chat = _known_chat(request)
+    require_forum(chat)
+    topics = [topic.to_view() for topic in chat.topics.values()]
+    return web.json_response({"chat_id": chat.chat_id, "topics": topics})
+
+
+async def post_topic(request: web.Request) -> web.Response:
+    """A user opens a topic: ``{"name": …, "icon_color": …, "user": {…}}``."""
+    body = await _body(request)
+    chat_id = int(request.match_info["chat_id"])
+    return web.json_response(inject_topic(_state(request), _bot(request), chat_id, body))
+
+
 # -- transcript ----------------------------------------------------------------------------
 
 
@@ -140,9 +205,14 @@ async def get_chat_messages(request: web.Request) -> web.Response:
     query = request.query
     after = int(query.get("after", 0))
     version = int(query["version"]) if "version" in query else None
+    thread_id = int(query["message_thread_id"]) if "message_thread_id" in query else None
     await _wait_for_chat(request, chat_id, after, version, float(query.get("wait", 0)))
     chat = _state(request).chat(chat_id)
-    messages = [m.to_view() for m in chat.messages if m.message_id > after] if chat else []
+    messages = [
+        m.to_view()
+        for m in (chat.messages if chat else [])
+        if m.message_id > after and (thread_id is None or m.message_thread_id == thread_id)
+    ]
     payload = {"chat_id": chat_id, "version": chat.version if chat else 0, "messages": messages}
     return web.json_response(payload)
 
@@ -214,6 +284,11 @@ def control_routes() -> list[web.RouteDef]:
         web.get("/_emulator/callbacks/{callback_id}", guarded(get_callback_answer)),
         web.post("/_emulator/updates", guarded(post_update)),
         web.post("/_emulator/block", guarded(post_block)),
+        web.get("/_emulator/chats", guarded(get_chats)),
+        web.post("/_emulator/forums", guarded(post_forum)),
+        web.post("/_emulator/chats/{chat_id}/bot_rights", guarded(post_bot_rights)),
+        web.get("/_emulator/chats/{chat_id}/topics", guarded(get_topics)),
+        web.post("/_emulator/chats/{chat_id}/topics", guarded(post_topic)),
         web.get("/_emulator/chats/{chat_id}/messages", guarded(get_chat_messages)),
         web.get("/_emulator/files/{file_id}", guarded(get_file)),
         web.post("/_emulator/flood", guarded(post_flood)),

@@ -11,6 +11,7 @@ import binascii
 import zlib
 from typing import Any
 
+from emulator import forum
 from emulator.errors import ApiError, bad_request
 from emulator.formatting import (
     MAX_TEXT,
@@ -19,6 +20,7 @@ from emulator.formatting import (
     normalize_origin,
 )
 from emulator.models import BotState, Chat, StoredMessage, now
+from emulator.params import Params
 from emulator.state import EmulatorState
 
 # The sides (longest edge, in pixels) of the sizes Telegram keeps of a sent photo.
@@ -157,8 +159,30 @@ def inject_message(state: EmulatorState, bot: BotState, body: dict[str, Any]) ->
         fields["reply_to"] = state.existing_message(
             chat, int(body["reply_to_message_id"]), "message to be replied not found"
         )
+    thread_id = Params(body).int("message_thread_id")  # read as the Bot API reads it
+    fields.update(forum.place(chat, thread_id, fields.get("reply_to"), user))
     message = state.add_message(chat, user, **fields)
     return state.enqueue_update(bot, {"message": message.to_api()})
+
+
+def inject_topic(
+    state: EmulatorState, bot: BotState, chat_id: int, body: dict[str, Any]
+) -> dict[str, Any]:
+    """A user opens a topic in a forum: the bot gets its ``forum_topic_created`` message."""
+    user = state.remember_user(body.get("user") or {})
+    chat = _existing_chat(state, {"chat_id": chat_id})
+    forum.require_forum(chat)
+    params = Params(body)
+    name = forum.topic_name(params.str("name"))
+    color = forum.icon_color(params.int("icon_color"))
+    emoji = params.str("icon_custom_emoji_id") or None
+    topic, message = forum.create_topic(state, chat, user, name, color, emoji)
+    update = state.enqueue_update(bot, {"message": message.to_api()})
+    return {
+        "update_id": update["update_id"],
+        "topic": topic.to_view(),
+        "message": update["message"],
+    }
 
 
 def inject_edit(state: EmulatorState, bot: BotState, body: dict[str, Any]) -> dict[str, Any]:

@@ -63,6 +63,8 @@ class StoredMessage:
     audio: dict[str, Any] | None = None  # an audio file
     forward_origin: dict[str, Any] | None = None
     media_group_id: str | None = None  # the album a user's photo or document belongs to
+    message_thread_id: int | None = None  # its forum topic; None in General and outside forums
+    service: dict[str, Any] | None = None  # a service message's one field (forum_topic_created…)
     reply_to: StoredMessage | None = None
     edit_date: int | None = None
     deleted: bool = False
@@ -90,6 +92,10 @@ class StoredMessage:
             "reply_markup": self.reply_markup,
         }
         data.update({key: value for key, value in optional.items() if value})
+        data.update(self.service or {})  # forum_topic_closed is an empty object: keep it
+        if self.message_thread_id is not None:
+            data["message_thread_id"] = self.message_thread_id
+            data["is_topic_message"] = True
         if with_reply and self.reply_to is not None:
             data["reply_to_message"] = self.reply_to.to_api(with_reply=False)
         return data
@@ -110,6 +116,8 @@ class StoredMessage:
             "audio": self.audio,
             "forward_origin": self.forward_origin,
             "media_group_id": self.media_group_id,
+            "message_thread_id": self.message_thread_id,
+            "service": self.service,
             "reply_to_message_id": self.reply_to.message_id if self.reply_to else None,
             "edited": self.edit_date is not None,
             "deleted": self.deleted,
@@ -129,6 +137,36 @@ class StoredMessage:
         }
 
 
+# What a bot added to run a forum is given: it may create, edit, close and delete topics.
+FORUM_BOT_RIGHTS = {"can_manage_topics": True, "can_delete_messages": True}
+
+
+@dataclass
+class ForumTopic:
+    """A topic of a forum; its id is the id of the service message that created it."""
+
+    message_thread_id: int
+    name: str
+    icon_color: int
+    creator_id: int  # its creator may edit, close and delete it without admin rights
+    icon_custom_emoji_id: str | None = None
+    closed: bool = False
+
+    def to_api(self) -> dict[str, Any]:
+        """The Bot API ``ForumTopic`` object."""
+        data: dict[str, Any] = {
+            "message_thread_id": self.message_thread_id,
+            "name": self.name,
+            "icon_color": self.icon_color,
+        }
+        if self.icon_custom_emoji_id:
+            data["icon_custom_emoji_id"] = self.icon_custom_emoji_id
+        return data
+
+    def to_view(self) -> dict[str, Any]:
+        return {**self.to_api(), "is_closed": self.closed}
+
+
 @dataclass
 class Chat:
     """A chat and its transcript; ``version`` bumps on any visible change."""
@@ -138,10 +176,16 @@ class Chat:
     next_message_id: int = 1
     version: int = 0
     blocked_bot: bool = False
+    topics: dict[int, ForumTopic] = field(default_factory=dict)  # a forum's live topics
+    bot_rights: dict[str, bool] | None = None  # None: the bot is no administrator here
 
     @property
     def chat_id(self) -> int:
         return int(self.info["id"])
+
+    @property
+    def is_forum(self) -> bool:
+        return bool(self.info.get("is_forum"))
 
     def find(self, message_id: int) -> StoredMessage | None:
         """The message with that id, deleted or not (ids are dense, so index first)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from emulator.errors import ApiError, bad_request
 from emulator.models import (
+    FORUM_BOT_RIGHTS,
     BotState,
     Chat,
     FloodConfig,
@@ -122,7 +123,32 @@ class EmulatorState:
         if chat_id in self.chats:
             return self.chats[chat_id]
         info = {"type": "group", "title": f"Group {chat_id}", **(chat or {}), "id": chat_id}
+        if info.get("is_forum"):
+            return self.forum_chat(chat_id, str(info["title"]), info.get("username"))
         return self.ensure_chat(info)
+
+    def forum_chat(self, chat_id: int, title: str, username: str | None = None) -> Chat:
+        """A forum supergroup, created (or a group turned into one), with the bot as the
+        administrator who may manage its topics, as a bot added to run a forum is."""
+        if chat_id >= 0:
+            raise bad_request("a supergroup's id is negative, e.g. -1001234567890")
+        info: dict[str, Any] = {
+            "id": chat_id,
+            "type": "supergroup",
+            "title": title,
+            "is_forum": True,
+        }
+        if username:
+            info["username"] = username
+        chat = self.ensure_chat(info)
+        chat.info.update(info)  # in place, for a group seen before: its messages share the dict
+        # Message 1 of a supergroup is its creation notice, which bots never see; and thread
+        # id 1 names the General topic, so no topic may ever get it.
+        chat.next_message_id = max(chat.next_message_id, 2)
+        if chat.bot_rights is None:
+            chat.bot_rights = dict(FORUM_BOT_RIGHTS)
+        self.touch(chat)
+        return chat
 
     def chat(self, chat_id: int) -> Chat | None:
         return self.chats.get(chat_id)
