@@ -10,7 +10,9 @@ import re
 import pytest
 from sqlalchemy import select
 
+from aegis.botapi.endpoint import make_bot
 from bot.store.tables import agent_runs, tasks
+from bot.store.tables import topics as topic_rows
 from handlers.topics import NOT_A_FORUM
 from tests.helpers.runs import buttons
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
@@ -83,13 +85,21 @@ async def test_the_cards_of_two_agents_land_in_their_two_topics(stack):
     scribe_card = await bot_said(stack, FORUM, r"from scribe", thread=scribe)
     clerk_card = await bot_said(stack, FORUM, r"from clerk", thread=clerk)
     assert "Approve" in buttons(scribe_card) and "Approve" in buttons(clerk_card)
-    assert scribe_card["message_thread_id"] == scribe and scribe_card["is_topic_message"]
+    assert scribe_card["message_thread_id"] == scribe
     async with stack.store.read() as conn:
         runs = (await conn.execute(select(agent_runs).order_by(agent_runs.c.id))).all()
     assert [(r.agent, r.request, r.chat_id, r.thread_id) for r in runs] == [
         ("scribe", "hello", FORUM, scribe),
         ("clerk", "tidy up", FORUM, clerk),
     ]
+    # A reply to the card, in the topic, is a note for its agent; the answer comes there too.
+    await stack.send(
+        "use blue ink",
+        chat_id=FORUM,
+        message_thread_id=scribe,
+        reply_to_message_id=scribe_card["message_id"],
+    )
+    await bot_said(stack, FORUM, r"^Noted for scribe", thread=scribe)
     # Nothing of theirs went to the private chat, and nothing to the other agent's topic.
     private = [m["text"] or "" for m in await stack.bot_messages(OWNER_CHAT)]
     assert not any("scribe" in text or "clerk" in text for text in private)
@@ -115,11 +125,12 @@ async def test_what_is_written_in_an_agents_topic_is_for_that_agent(stack):
 
 
 async def test_refused_topics_fall_back_to_the_private_chat_and_say_so_once(stack):
+    await stack.ask("/start")  # the owner's private chat with the bot, where it falls back to
     await stack.emulator.create_forum(FORUM, "Agents")
     await stack.emulator.set_bot_rights(FORUM, can_manage_topics=False)
     await stack.send("/here", chat_id=FORUM)
     notice = await bot_said(stack, OWNER_CHAT, r"I could not make a topic for")
-    assert "not enough rights" in notice["text"] and "/here" in notice["text"]
+    assert "not enough rights" in notice["text"].lower() and "/here" in notice["text"]
 
     await stack.send("/run scribe hello")
     await bot_said(stack, OWNER_CHAT, r"from scribe")  # the card came to the private chat
@@ -147,3 +158,29 @@ async def test_here_in_the_private_chat_brings_everything_back(stack):
     await bot_said(stack, OWNER_CHAT, r"from scribe")
     in_topic = await stack.emulator.messages(FORUM, message_thread_id=topics["scribe"])
     assert not any("from scribe" in (m["text"] or "") for m in in_topic)
+
+
+async def test_a_topic_deleted_in_the_group_sends_to_general_and_is_made_again(stack):
+    topics = await a_forum_with_topics(stack)
+    bot = make_bot(stack.settings)
+    async with bot:  # someone deletes scribe's topic in the group
+        await bot.delete_forum_topic(FORUM, topics["scribe"])
+
+    await stack.send("/run scribe hello")
+    card = await bot_said(stack, FORUM, r"from scribe")
+    remade = await eventually(lambda: _new_topic(stack, "scribe", topics["scribe"]), timeout=20)
+    # Sent to General when the topic was found gone, or to the new topic if it was made first.
+    assert card.get("message_thread_id") in (None, remade)
+    async with stack.store.read() as conn:
+        [row] = (await conn.execute(select(topic_rows).where(topic_rows.c.agent == "scribe"))).all()
+    assert row.thread_id == remade != topics["scribe"]
+
+    await stack.send("/run scribe again")  # its next run is in the new topic
+    await bot_said(stack, FORUM, r"Run #2 ", thread=remade)
+
+
+async def _new_topic(stack, name: str, old: int) -> int | None:
+    for topic in await stack.emulator.topics(FORUM):
+        if topic["name"] == name and topic["message_thread_id"] != old:
+            return topic["message_thread_id"]
+    return None
