@@ -131,7 +131,29 @@ def _redis(settings: Settings) -> Finding:
             f"Cannot reach Redis at {describe_redis_url(settings.redis_url)} "
             f"({type(exc).__name__}). Check AEGIS_REDIS_URL.",
         )
-    return Finding(True, f"{describe_redis_url(settings.redis_url)} answers.")
+    return _persistence(client, describe_redis_url(settings.redis_url))
+
+
+def _persistence(client: redis.Redis, where: str) -> Finding:
+    """A Redis server that does not write an append-only file loses, when it restarts, the jobs
+    it held: the sweeps bring back what the database knows of (README, "What survives a
+    restart"), but a /ping or a transcription asked for just then is gone."""
+    try:
+        enabled = client.info("persistence").get("aof_enabled")
+    except redis.RedisError as exc:
+        return Finding(
+            False,
+            f"{where} answers, but will not say whether it persists ({type(exc).__name__}): "
+            "make sure it runs with `appendonly yes`.",
+        )
+    if enabled != 1:
+        return Finding(
+            False,
+            f"{where} answers but does not persist: a restart loses the jobs it holds. Set "
+            "`appendonly yes` in its redis.conf (or run `redis-cli CONFIG SET appendonly yes` "
+            "then `redis-cli CONFIG REWRITE`).",
+        )
+    return Finding(True, f"{where} answers and persists (appendonly yes).")
 
 
 async def _telegram(settings: Settings) -> Finding:
