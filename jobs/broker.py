@@ -13,6 +13,7 @@ from dramatiq.middleware import AsyncIO
 
 from bot.errors import BrokerError
 from jobs.middleware import AgentRunsHandBack, JobRunRecorder, WorkerHeartbeat, WorkerResources
+from jobs.outages import OutageLog
 from jobs.redis_client import broker_client
 
 NAMESPACE = "aegis"
@@ -53,6 +54,7 @@ def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBrok
     broker.add_middleware(JobRunRecorder())
     broker.add_middleware(WorkerHeartbeat())
     broker.add_middleware(AgentRunsHandBack())
+    broker.add_middleware(OutageLog())
     dramatiq.set_broker(broker)
     if _configured is not None:
         _rebind_actors(_configured, broker)

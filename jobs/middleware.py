@@ -15,6 +15,7 @@ from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, process_id
 from bot.upkeep.job_runs import JobRunRecord, JobRunStatus
 from jobs import running
+from jobs.outages import dependency_of, outages
 from jobs.resources import close_resources, resources
 
 logger = logging.getLogger(__name__)
@@ -80,8 +81,11 @@ class JobRunRecorder(Middleware):
             return
         try:
             _run_on_worker_loop(_record_many(batch))
-        except Exception:
-            logger.exception("could not record %d job runs", len(batch))
+        except Exception as exc:
+            if not _away(exc, "job-runs"):
+                logger.exception("could not record %d job runs", len(batch))
+            return
+        outages.worked("job-runs")
 
     def _loop(self) -> None:
         while not self._stop.wait(self.FLUSH_EVERY):
@@ -90,6 +94,14 @@ class JobRunRecorder(Middleware):
 
 async def _record_many(batch: list[JobRunRecord]) -> None:
     await (await resources()).platform.job_runs.record_many(batch)
+
+
+def _away(exc: Exception, what: str) -> bool:
+    """True when ``exc`` says a dependency is away (counted in ``outages``, not a bug)."""
+    dependency = dependency_of(exc)
+    if dependency is not None:
+        outages.failed(dependency, exc, what)
+    return dependency is not None
 
 
 def _max_retries(broker, message) -> int:
@@ -122,8 +134,10 @@ class WorkerHeartbeat(Middleware):
         while not self._stop.is_set():
             try:
                 _run_on_worker_loop(self._beat())
-            except Exception:
-                logger.warning("worker heartbeat failed", exc_info=True)
+                outages.worked("heartbeat")
+            except Exception as exc:
+                if not _away(exc, "heartbeat"):
+                    logger.warning("worker heartbeat failed", exc_info=True)
             self._stop.wait(BEAT_EVERY.total_seconds())
 
     async def _beat(self, *, stop: bool = False) -> None:
