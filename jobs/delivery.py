@@ -244,7 +244,8 @@ async def _server_error(
         return {"messages_sent": sent, "messages_failed": 1}, following
     error = server_error(exc.status, exc.description, count)
     logger.warning("outbox %s: %s", message.id, error)
-    await _retry_later(res, message, int(1000 * seconds_before_next_try(count)), error)
+    wait = seconds_before_next_try(count, res.platform.settings.outbox_retry_seconds)
+    await _retry_later(res, message, int(1000 * wait), error)
     return {"messages_sent": sent, "server_error": 1}, None
 
 

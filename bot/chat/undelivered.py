@@ -21,10 +21,11 @@ from bot.chat.outgoing import OutboxKind, OutgoingMessage
 logger = logging.getLogger(__name__)
 NOTICE_KEY = "undelivered:"  # + the failed row's id
 # A request the Bot API failed on (a 500) moments ago may go through now, so the row is tried
-# again after 1, 2, 4 and 8 seconds; a fifth failure in a row, some 15 s after the first, says
-# the message itself is the trouble. A bound in tries, not in time: a worker that was down in
-# between does not use up the row's chances. 15 s is short next to the 90 s and more a chat was
-# measured frozen for (issue 21), and long next to a Bot API hiccup.
+# again after 1, 2, 4 and 8 seconds (AEGIS_OUTBOX_RETRY_SECONDS is the first wait); a fifth
+# failure in a row, some 15 s after the first, says the message itself is the trouble. A bound in
+# tries, not in time: a worker that was down in between does not use up the row's chances. 15 s
+# is short next to the 90 s and more a chat was measured frozen for (issue 21), and long next to
+# a Bot API hiccup.
 SERVER_ERRORS_IN_A_ROW = 5
 # The count lives in the row's last error, so it survives a worker's death and needs no column
 # of its own: any other outcome (a network error, a 429) writes another error and starts it anew.
@@ -42,8 +43,8 @@ def server_errors_in_a_row(last_error: str | None) -> int:
     return int(found.group(2)) if found else 0
 
 
-def seconds_before_next_try(count: int) -> float:
-    return 2.0 ** (count - 1)
+def seconds_before_next_try(count: int, first: float = 1.0) -> float:
+    return first * 2.0 ** (count - 1)
 
 
 def is_notice(message: OutgoingMessage) -> bool:

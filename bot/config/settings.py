@@ -72,6 +72,13 @@ class Settings(BaseSettings):
     outbox_global_per_second: int = Field(
         30, description="Messages per second across all chats (Telegram allows about 30)."
     )
+    outbox_retry_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="The first wait before a message Telegram answered with a server error is "
+        "tried again; each next wait doubles, and after 5 tries in a row it is set aside.",
+    )
     outbox_file_over_chars: int = Field(
         12_000, description="Texts longer than this are sent as a file instead of split."
     )

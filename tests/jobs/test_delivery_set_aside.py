@@ -19,8 +19,13 @@ POISON = "poison-7f3a"
 
 @pytest.fixture
 async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
+    # Tries 50 ms apart and doubling, not a second: the bound in tries is what is tested.
     async with delivery_stack(
-        tmp_path / "data", database_url, redis_server_url, redis_namespace
+        tmp_path / "data",
+        database_url,
+        redis_server_url,
+        redis_namespace,
+        outbox_retry_seconds=0.05,
     ) as running:
         yield running
 
