@@ -1,6 +1,7 @@
 """Full-stack benchmark of the foundation, against a bare PTB echo bot in the same run.
 
     python bench/fullstack.py [--messages 2000] [--chats 20] [--samples 200]
+    python bench/fullstack.py --database postgres [--workers 1,2,4]
 
 One emulator (in this process) serves both bots as their Bot API server; each bot runs in its own
 process. For each bot it measures:
@@ -16,6 +17,10 @@ limits are raised for the run (the emulator enforces none; Telegram's 30/s would
 
 Then ``aegis up`` as a user runs it: the time from start to answering /ping, and the idle memory of
 every process (aegis and its embedded Redis) after it settles, beside the echo bot's.
+
+With ``--database postgres`` the aegis runs are the Procfile's shape on a PostgreSQL server and a
+Redis server (``--postgres-url``, ``--redis-url``), once per worker count in ``--workers``: the
+path a user takes who outgrows SQLite. Each run gets a database of its own, dropped after.
 Numbers are only comparable within one run; the ratios are the result.
 """
 
@@ -36,6 +41,7 @@ from pathlib import Path
 
 import psutil
 from aiohttp import web
+from sqlalchemy.engine import make_url
 
 from aegis.embedded_redis import EmbeddedRedis
 from emulator import EmulatorState, create_emulator_app
@@ -202,10 +208,27 @@ class Processes:
             process.kill()
 
 
-def start_procfile(token: str, url: str, data_dir: Path, users: list[int]) -> Processes:
-    """``honcho start``'s shape: web, worker and clock as processes of their own."""
-    environment = aegis_environment(token, url, data_dir, users)
+def start_procfile(
+    token: str,
+    url: str,
+    data_dir: Path,
+    users: list[int],
+    servers: dict[str, str] | None = None,
+    workers: int = 1,
+) -> Processes:
+    """``honcho start``'s shape: web, worker(s) and clock as processes of their own; ``servers``
+    holds AEGIS_DATABASE_URL and AEGIS_REDIS_URL for a database and a Redis of their own."""
+    environment = aegis_environment(token, url, data_dir, users) | (servers or {})
     log = open(data_dir.parent / "aegis.log", "w")
+    migrated = subprocess.run(  # the processes would race to make the tables on a new database
+        [sys.executable, "-m", "aegis.cli", "db", "upgrade"],
+        cwd=data_dir.parent,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    if migrated.returncode:
+        raise RuntimeError(f"aegis db upgrade failed; see {data_dir.parent / 'aegis.log'}")
     processes = [
         subprocess.Popen(
             [sys.executable, "-m", "aegis.cli", kind],
@@ -214,7 +237,7 @@ def start_procfile(token: str, url: str, data_dir: Path, users: list[int]) -> Pr
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
-        for kind in ("web", "worker", "clock")
+        for kind in ("web", *["worker"] * workers, "clock")
     ]
     return Processes(processes, data_dir)
 
@@ -383,6 +406,94 @@ async def echo_memory() -> float:
         await emulator.runner.cleanup()
 
 
+@contextlib.asynccontextmanager
+async def servers(postgres_url: str, redis_url: str):
+    """A new database on the PostgreSQL server (dropped after) and an emptied Redis database:
+    the AEGIS_DATABASE_URL and AEGIS_REDIS_URL of one run."""
+    import asyncpg
+    import redis
+
+    admin = make_url(postgres_url)
+    name = f"aegis_bench_{secrets.token_hex(4)}"
+    connection = await asyncpg.connect(**_asyncpg_arguments(admin))
+    try:
+        await connection.execute(f'CREATE DATABASE "{name}"')
+        broker = redis.Redis.from_url(redis_url)
+        broker.flushdb()
+        try:
+            yield {
+                "AEGIS_DATABASE_URL": admin.set(
+                    drivername="postgresql+asyncpg", database=name
+                ).render_as_string(hide_password=False),
+                "AEGIS_REDIS_URL": redis_url,
+            }
+        finally:
+            broker.flushdb()
+            broker.close()
+            await connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await connection.close()
+
+
+def _asyncpg_arguments(url) -> dict:
+    return {
+        "host": url.host or "127.0.0.1",
+        "port": url.port or 5432,
+        "user": url.username,
+        "password": url.password,
+        "database": url.database or "postgres",
+    }
+
+
+def print_table(results: list[Result], echo: Result) -> None:
+    width = max(10, *(len(result.name) + 2 for result in results))
+    print(
+        f"{'':{width}}{'updates/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'doubled':>8}"
+        f"{'ratio':>7}{'CPU ms/update':>15}"
+    )
+    for result in results:
+        print(
+            f"{result.name:{width}}{result.rate:10.0f}{result.p50_ms:9.1f}{result.p99_ms:9.1f}"
+            f"{result.lost:6}{result.doubled:8}{result.rate / echo.rate:7.2f}"
+            f"{result.cpu_ms:15.2f}"
+        )
+
+
+async def run_postgres(args, users: list[int]) -> None:
+    """The Procfile's shape on a PostgreSQL server and a Redis server, for each worker count,
+    beside the echo bot and the same shape on SQLite with the embedded Redis."""
+    echo = await run_bot("echo", start_echo, args)
+    results = [echo]
+    with tempfile.TemporaryDirectory(prefix="aegis-bench-") as directory:
+        data_dir = Path(directory) / ".aegis"
+        data_dir.mkdir()
+        results.append(
+            await run_bot(
+                "procfile sqlite",
+                lambda t, u, d=data_dir: start_procfile(t, u, d, users),
+                args,
+            )
+        )
+    for workers in args.workers:
+        with tempfile.TemporaryDirectory(prefix="aegis-bench-") as directory:
+            data_dir = Path(directory) / ".aegis"
+            data_dir.mkdir()
+            async with servers(args.postgres_url, args.redis_url) as urls:
+                results.append(
+                    await run_bot(
+                        f"postgres, {workers} worker{'s' * (workers > 1)}",
+                        lambda t, u, d=data_dir, e=urls, w=workers: start_procfile(
+                            t, u, d, users, e, w
+                        ),
+                        args,
+                    )
+                )
+    print_table(results, echo)
+    print("\nratio: burst throughput against the echo bot in this run (target >= 0.5 on Postgres)")
+    print("CPU ms/update: the bot's processes in the burst (not the emulator, Redis, Postgres)")
+    print("each aegis row is the Procfile's web, worker(s) and clock as processes of their own")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=2000, help="messages in the burst")
@@ -390,12 +501,38 @@ async def main() -> None:
     parser.add_argument("--samples", type=int, default=200, help="one-at-a-time round trips")
     parser.add_argument("--starts", type=int, default=3, help="warm starts of aegis up to time")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds idle before RSS")
+    parser.add_argument(
+        "--database",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="sqlite: aegis up and the Procfile on SQLite (default); postgres: the Procfile on "
+        "a PostgreSQL server and a Redis server, per worker count",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://127.0.0.1:5432/postgres"),
+        help="a server where the bench may create and drop databases (BENCH_POSTGRES_URL)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
+        help="a Redis database the bench may empty (BENCH_REDIS_URL; default db 14)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1],
+        help="worker processes, comma-separated for several runs (e.g. 1,2,4)",
+    )
     args = parser.parse_args()
     users = [PROBE_USER] + [FIRST_USER + i for i in range(args.chats)]
     print(
         f"burst of {args.messages} messages from {args.chats} users; "
         f"{args.samples} one-at-a-time round trips\n"
     )
+    if args.database == "postgres":
+        await run_postgres(args, users)
+        return
     echo = await run_bot("echo", start_echo, args)
     results = [echo]
     for name, start in (("aegis up", start_aegis), ("procfile", start_procfile)):
@@ -405,16 +542,7 @@ async def main() -> None:
             results.append(
                 await run_bot(name, lambda t, u, s=start, d=data_dir: s(t, u, d, users), args)
             )
-    print(
-        f"{'':10}{'updates/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'doubled':>8}"
-        f"{'ratio':>7}{'CPU ms/update':>15}"
-    )
-    for result in results:
-        print(
-            f"{result.name:10}{result.rate:10.0f}{result.p50_ms:9.1f}{result.p99_ms:9.1f}"
-            f"{result.lost:6}{result.doubled:8}{result.rate / echo.rate:7.2f}"
-            f"{result.cpu_ms:15.2f}"
-        )
+    print_table(results, echo)
     print("\nratio: burst throughput against the echo bot in this run (target >= 0.5)")
     print("CPU ms/update: the bot's processes in the burst (without the emulator or Redis)")
     print("aegis up: web, worker and clock in one process; procfile: three processes (a VPS)")
