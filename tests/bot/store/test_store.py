@@ -177,6 +177,45 @@ async def test_postgres_refusing_the_login_raises_a_store_error_without_the_pass
         await store.close()
 
 
+async def _backends_of(store: Store) -> list[int]:
+    async with store.read() as conn:
+        query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        return list((await conn.exec_driver_sql(query)).scalars())
+
+
+async def test_connections_the_postgres_server_closed_are_replaced_before_use(postgres_dsn):
+    """A restart closes every pooled connection; the next transactions get new ones and never
+    see the closed ones (no outage for what happened while nothing was running)."""
+    import asyncpg
+
+    from tests.conftest import _create_database, _drop_database
+
+    name, url = await _create_database(postgres_dsn)
+    store = Store(url)
+    try:
+        async with store.write() as first, store.write() as second:  # two pooled connections
+            await first.exec_driver_sql("SELECT 1")
+            await second.exec_driver_sql("SELECT 1")
+        before = await _backends_of(store)
+        admin = await asyncpg.connect(postgres_dsn)
+        try:
+            closed = await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1",
+                name,
+            )
+        finally:
+            await admin.close()
+        assert closed == 2
+        await asyncio.sleep(0.2)  # the server's goodbye reaches the idle sockets
+        for _ in range(3):
+            async with store.write() as conn:
+                assert (await conn.exec_driver_sql("SELECT 1")).scalar() == 1
+        assert not set(before) & set(await _backends_of(store))
+    finally:
+        await store.close()
+        await _drop_database(postgres_dsn, name)
+
+
 async def test_a_failed_sqlite_commit_frees_the_file_for_other_writers(tmp_path):
     """A deferred foreign key fails at COMMIT; the write lock must not outlive the failure."""
     path = tmp_path / "deferred.sqlite3"
