@@ -39,9 +39,9 @@ ANN = {"id": 42, "first_name": "Ann"}
 async def page(emulator) -> AsyncIterator:
     """A phone-sized page of Chromium, closed with its browser afterwards."""
     if not CHROMIUM.exists():
-        require("Chromium at /usr/bin/chromium", "apt-get install chromium")
+        require(f"Chromium at {CHROMIUM}", "not installed: apt-get install chromium")
     if importlib.util.find_spec("playwright") is None:
-        require("the playwright package", "pip install -e '.[dev]'")
+        require("the playwright package", "not installed: pip install -e '.[dev]'")
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
@@ -151,3 +151,16 @@ async def test_general_takes_messages_without_a_thread(emulator, bot, page) -> N
 
     await bot.delete_forum_topic(FORUM, builds)
     await expect(page.locator("#topics button")).to_have_text(["General"])
+
+
+async def test_a_forum_is_made_from_the_page(emulator, page) -> None:
+    from playwright.async_api import expect
+
+    await page.goto(f"{emulator.url}/chat?key={CONTROL_KEY}")
+    page.once("dialog", lambda dialog: dialog.accept("Ops"))
+    await page.select_option("#chat-pick", "new-forum")
+    await expect(page.locator("#title")).to_have_text("Ops")
+    await expect(page.locator("#topics button")).to_have_text(["General"])
+    (made,) = [c["chat"] for c in await emulator.client.chats() if c["chat"]["type"] != "private"]
+    assert made["is_forum"] and made["title"] == "Ops" and str(made["id"]).startswith("-100")
+    assert len(str(made["id"])) == len(str(FORUM))
