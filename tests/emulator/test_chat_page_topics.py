@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import telegram
 from conftest import CONTROL_KEY
 
 from emulator import DEFAULT_USER
@@ -65,6 +66,18 @@ def bubble(page, text: str):
     return page.locator("#log .msg").filter(has=own_text)
 
 
+async def wait_for_tap(bot) -> telegram.CallbackQuery:
+    """The first button tap the bot is sent, waiting for it as long polling does."""
+    offset = None
+    for _ in range(3):
+        for update in await bot.get_updates(offset, timeout=5):
+            offset = update.update_id + 1
+            if update.callback_query:
+                await bot.answer_callback_query(update.callback_query.id)
+                return update.callback_query
+    raise AssertionError("no tap reached the bot")
+
+
 async def test_a_forums_topics_are_shown_switched_and_written_in(emulator, bot, page) -> None:
     from playwright.async_api import expect
 
@@ -109,7 +122,8 @@ async def test_a_forums_topics_are_shown_switched_and_written_in(emulator, bot, 
     sent = (await client.messages(FORUM, message_thread_id=builds))[-1]
     assert (sent["text"], sent["from"]["id"]) == ("is it green?", DEFAULT_USER["id"])
     assert sent["message_thread_id"] == builds
-    update = next(u for u in await bot.get_updates() if u.message.text == "is it green?")
+    updates = await bot.get_updates()
+    update = next(u for u in updates if u.message and u.message.text == "is it green?")
     assert update.message.is_topic_message and update.message.message_thread_id == builds
     assert update.message.chat.id == FORUM
 
@@ -148,6 +162,18 @@ async def test_general_takes_messages_without_a_thread(emulator, bot, page) -> N
     assert await emulator.client.messages(FORUM, message_thread_id=builds) == [
         m for m in await emulator.client.messages(FORUM) if m["message_id"] == builds
     ]
+
+    # A button in a topic is tapped in the forum, on its message.
+    keyboard = telegram.InlineKeyboardMarkup.from_button(
+        telegram.InlineKeyboardButton("Approve", callback_data="approve")
+    )
+    card = await bot.send_message(FORUM, "deploy?", message_thread_id=builds, reply_markup=keyboard)
+    await chip(page, "Builds").click()
+    await bubble(page, "deploy?").get_by_role("button", name="Approve").click()
+    tapped = await wait_for_tap(bot)
+    assert (tapped.data, tapped.message.chat.id) == ("approve", FORUM)
+    assert tapped.message.message_id == card.message_id
+    assert tapped.message.message_thread_id == builds
 
     await bot.delete_forum_topic(FORUM, builds)
     await expect(page.locator("#topics button")).to_have_text(["General"])
