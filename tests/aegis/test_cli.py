@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 from importlib import metadata
@@ -10,7 +9,7 @@ from importlib import metadata
 import pytest
 
 from aegis.cli import COMMANDS
-from tests.helpers.cli import AEGIS, run_aegis
+from tests.helpers.cli import AEGIS, aegis_environment, run_aegis
 
 run = run_aegis
 
@@ -78,7 +77,7 @@ def test_bad_setting_names_the_variable_and_changes_nothing(tmp_path):
 
 
 def test_doctor_on_embedded_defaults_is_happy(tmp_path):
-    result = run(["doctor"], tmp_path)
+    result = run(["doctor"], tmp_path)  # every default but the ports (tests/helpers/cli.py)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All good." in result.stdout
     assert "emulator" in result.stdout
@@ -202,7 +201,7 @@ def test_logs_prints_the_end_of_up_s_log_and_follows_it_across_a_rotation(tmp_pa
     log.write_text("".join(f"line {n}\n" for n in range(100)))
     result = run(["logs", "-n", "3"], tmp_path)
     assert (result.returncode, result.stdout) == (0, "line 97\nline 98\nline 99\n")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")}
+    environment = aegis_environment()
     follower = subprocess.Popen(
         [*AEGIS, "logs", "-f", "-n", "1"],
         cwd=tmp_path,

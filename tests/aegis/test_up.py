@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
@@ -15,7 +14,7 @@ import aiohttp
 from aegis.embedded_redis import EmbeddedRedis
 from emulator import DEFAULT_USER
 from emulator.client import EmulatorClient
-from tests.helpers.cli import run_aegis
+from tests.helpers.cli import aegis_environment, run_aegis
 from tests.helpers.stack import eventually, free_port
 
 
@@ -55,8 +54,7 @@ async def approve_the_demo_write(client: EmulatorClient) -> None:
 async def test_up_runs_everything_answers_ping_and_stops_cleanly(tmp_path):
     port = free_port()
     log = tmp_path / "up.log"
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")}
-    environment["AEGIS_PORT"] = str(port)
+    environment = aegis_environment(AEGIS_PORT=str(port))
     with open(log, "w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "aegis.cli", "up"],
@@ -106,7 +104,7 @@ async def test_a_second_aegis_on_the_same_data_dir_is_refused_and_the_first_lose
 ):
     port = free_port()
     log = tmp_path / "up.log"
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")}
+    environment = aegis_environment()
     with open(log, "w") as output:
         first = subprocess.Popen(
             [sys.executable, "-m", "aegis.cli", "up"],
