@@ -114,6 +114,7 @@ class Result:
     lost: int
     doubled: int
     cpu_ms: float  # CPU time of the bot's processes per update in the burst, all cores together
+    servers: dict[str, float] | None = None  # per update in the burst, where Meter measured
 
 
 async def burst(emulator: Emulator, name: str, messages: int, chats: int) -> tuple[float, int, int]:
@@ -161,14 +162,62 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def measure(emulator: Emulator, name: str, args, pids: list[int]) -> Result:
+async def measure(
+    emulator: Emulator, name: str, args, pids: list[int], meter: Meter | None = None
+) -> Result:
     await latency(emulator, 20)  # warm up: connections, first queries, caches
     cpu_before = cpu_seconds(pids)
+    servers_before = meter and await meter.read()
     rate, lost, doubled = await burst(emulator, name, args.messages, args.chats)
     cpu_ms = (cpu_seconds(pids) - cpu_before) * 1000 / args.messages
+    servers = None
+    if meter is not None:
+        await asyncio.sleep(1.5)  # Postgres publishes a backend's counts within a second
+        after = await meter.read()
+        servers = {key: (after[key] - servers_before[key]) / args.messages for key in after}
     times = await latency(emulator, args.samples)
     p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
-    return Result(name, rate, p50, p99, lost, doubled, cpu_ms)
+    return Result(name, rate, p50, p99, lost, doubled, cpu_ms, servers)
+
+
+class Meter:
+    """What one run costs the servers: transactions of its Postgres database and the CPU of
+    that database's backends; calls to Redis and the Redis server's CPU (the whole server's:
+    exact only while nothing else uses it)."""
+
+    def __init__(self, urls: dict[str, str]) -> None:
+        url = make_url(urls["AEGIS_DATABASE_URL"])
+        self.database = url.database
+        self.admin = _asyncpg_arguments(url.set(database="postgres"))
+        self.redis_url = urls["AEGIS_REDIS_URL"]
+
+    async def read(self) -> dict[str, float]:
+        import asyncpg
+        import redis
+
+        connection = await asyncpg.connect(**self.admin)
+        try:
+            transactions = await connection.fetchval(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1",
+                self.database,
+            )
+            backends = await connection.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE datname = $1", self.database
+            )
+        finally:
+            await connection.close()
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            calls = sum(stat["calls"] for stat in client.info("commandstats").values())
+            cpu = client.info("cpu")
+        finally:
+            client.close()
+        return {
+            "transactions": float(transactions),
+            "postgres_cpu_ms": cpu_seconds([row["pid"] for row in backends]) * 1000,
+            "redis_calls": float(calls),
+            "redis_cpu_ms": (cpu["used_cpu_user"] + cpu["used_cpu_sys"]) * 1000,
+        }
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -300,7 +349,7 @@ def stop(process) -> None:
         process.kill()
 
 
-async def run_bot(name: str, start, args) -> Result:
+async def run_bot(name: str, start, args, meter: Meter | None = None) -> Result:
     token = f"{secrets.randbelow(10**9) + 10**9}:{secrets.token_urlsafe(26)}"
     emulator = Emulator(token)
     url = await emulator.start()
@@ -308,7 +357,7 @@ async def run_bot(name: str, start, args) -> Result:
     pids = [p.pid for p in getattr(process, "processes", [process])]
     try:
         await wait_until_answering(emulator, name)
-        return await measure(emulator, name, args, pids)
+        return await measure(emulator, name, args, pids, meter)
     finally:
         stop(process)
         await emulator.runner.cleanup()
@@ -459,6 +508,23 @@ def print_table(results: list[Result], echo: Result) -> None:
         )
 
 
+def print_server_costs(results: list[Result]) -> None:
+    measured = [result for result in results if result.servers]
+    if not measured:
+        return
+    width = max(len(result.name) + 2 for result in measured)
+    print(
+        f"\nper update in the burst{'':{width - 22}}{'PG xacts':>9}{'PG CPU ms':>10}"
+        f"{'Redis calls':>12}{'Redis CPU ms':>13}"
+    )
+    for result in measured:
+        cost = result.servers
+        print(
+            f"{result.name:{width}}{cost['transactions']:9.2f}{cost['postgres_cpu_ms']:10.2f}"
+            f"{cost['redis_calls']:12.2f}{cost['redis_cpu_ms']:13.2f}"
+        )
+
+
 async def run_postgres(args, users: list[int]) -> None:
     """The Procfile's shape on a PostgreSQL server and a Redis server, for each worker count,
     beside the echo bot and the same shape on SQLite with the embedded Redis."""
@@ -486,9 +552,11 @@ async def run_postgres(args, users: list[int]) -> None:
                             t, u, d, users, e, w
                         ),
                         args,
+                        Meter(urls),
                     )
                 )
     print_table(results, echo)
+    print_server_costs(results)
     print("\nratio: burst throughput against the echo bot in this run (target >= 0.5 on Postgres)")
     print("CPU ms/update: the bot's processes in the burst (not the emulator, Redis, Postgres)")
     print("each aegis row is the Procfile's web, worker(s) and clock as processes of their own")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from telegram import Update
 from telegram.ext import ContextTypes
@@ -14,6 +15,9 @@ from bot.chat.codes import CodeVerifier
 from bot.chat.owners import Owners
 from bot.chat.topics import Place
 from bot.core import Platform
+
+if TYPE_CHECKING:  # the caller's transaction, passed through untouched
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 SERVICES_KEY = "aegis.services"
 
@@ -57,8 +61,29 @@ async def reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, *
     await services(context).platform.outbox.send(
         place.chat_id,
         text,
-        key=f"reply:{update.update_id}",
+        key=_reply_key(update),
         reply_to=update.effective_message.message_id,
         thread_id=place.thread_id,
         **options,
     )
+
+
+async def reply_within(
+    conn: AsyncConnection, update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options
+) -> int | None:
+    """``reply``'s message queued inside the caller's transaction, so it commits with what it
+    answers; returns the row to ask a delivery for once committed (None: queued before)."""
+    place = place_of(update)
+    return await services(context).platform.outbox.put_within(
+        conn,
+        place.chat_id,
+        text,
+        key=_reply_key(update),
+        reply_to=update.effective_message.message_id,
+        thread_id=place.thread_id,
+        **options,
+    )
+
+
+def _reply_key(update: Update) -> str:
+    return f"reply:{update.update_id}"

@@ -8,6 +8,7 @@ and a change a task cannot take (no such task, already closed, an odd label) cha
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from telegram import Update
 from telegram.ext import ContextTypes
@@ -18,10 +19,13 @@ from bot.chat.views import tasks as task_views
 from bot.errors import TaskRefused
 from bot.store.search import words
 from bot.tasks.audio import awaiting_transcription, for_transcription
-from bot.tasks.task import Closed, State, parse_label
+from bot.tasks.task import Captured, Closed, State, parse_label
 from handlers import voice
 from handlers.capture import capture_of
-from handlers.services import Services, place_of, reply, services
+from handlers.services import Services, place_of, reply, reply_within, services
+
+if TYPE_CHECKING:  # the caller's transaction, passed through untouched
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 ALERT_CHARS = 200  # Telegram's limit for the answer to a tap
 PAGE_SIZE = 20
@@ -39,16 +43,28 @@ async def capture(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         capture = dataclasses.replace(capture, assignee=agent)
     if svc.platform.settings.transcribe_url is not None:
         capture = for_transcription(capture)  # a voice note: its words come from a job
-    captured = await svc.platform.tasks.capture(capture)
-    if captured.joined:
-        return  # one more photo of an album: the album's first message was answered
-    if awaiting_transcription(captured.task.attachments):
+    captured, receipt = await svc.platform.tasks.capture_then(capture, receipt_of(update, context))
+    if receipt is not None:
+        await svc.platform.outbox.request_delivery(place.chat_id, receipt)
+    elif awaiting_transcription(captured.task.attachments) and not captured.joined:
         await voice.transcribe(update, context, captured)
-        return
-    markup = None
-    if captured.new:
-        markup = task_views.triage_markup(svc.signer, captured.task.id)
-    await reply(update, context, task_views.captured_text(captured), reply_markup=markup)
+
+
+def receipt_of(update: Update, context: ContextTypes.DEFAULT_TYPE):
+    """The receipt of a capture, queued in the capture's own transaction (one commit for the
+    task and its answer). None for one more photo of an album (its first message was answered)
+    and for a voice note whose words a job is still to fetch (the job answers)."""
+
+    async def queue(conn: AsyncConnection, captured: Captured) -> int | None:
+        if captured.joined or awaiting_transcription(captured.task.attachments):
+            return None
+        markup = None
+        if captured.new:
+            markup = task_views.triage_markup(services(context).signer, captured.task.id)
+        text = task_views.captured_text(captured)
+        return await reply_within(conn, update, context, text, reply_markup=markup)
+
+    return queue
 
 
 async def follow_edit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

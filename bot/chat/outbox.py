@@ -37,6 +37,7 @@ from bot.chat.outbox_statements import (
     RECORD_PART,
     UNSENT,
     claimable,
+    insert_unless_keyed,
     still_held,
 )
 from bot.chat.outgoing import (
@@ -113,10 +114,12 @@ class Outbox:
             thread_id=thread_id,
         )
         if new:
-            await self._ask_or_gather(chat_id, outbox_id)
+            await self.request_delivery(chat_id, outbox_id)
         return outbox_id
 
-    async def _ask_or_gather(self, chat_id: int, outbox_id: int) -> None:
+    async def request_delivery(self, chat_id: int, outbox_id: int) -> None:
+        """Ask for the delivery of a committed row of ``chat_id`` now, or, within a
+        ``deliveries_gathered`` block, once for the chat at its end."""
         gathered = _gathered.get()
         if gathered is None or gathered.ended:
             await self.ask_delivery(outbox_id)
@@ -199,6 +202,25 @@ class Outbox:
             if idempotency_key is None:
                 raise
             return await self._id_for_key(idempotency_key), False
+
+    async def put_within(
+        self,
+        conn: AsyncConnection,
+        chat_id: int,
+        text: str,
+        *,
+        key: str,
+        reply_markup: dict[str, Any] | None = None,
+        reply_to: int | None = None,
+        thread_id: int | None = None,
+    ) -> int | None:
+        """``send``'s row, queued inside the caller's transaction (one commit for what the
+        message announces and the message); None when ``key`` was queued before. The caller
+        asks for its delivery (``ask_delivery``) once the transaction has committed."""
+        row = self._row(chat_id, text, reply_markup, reply_to, key)
+        row["thread_id"] = thread_id
+        statement = insert_unless_keyed(conn.dialect.name)
+        return (await conn.execute(statement, row)).scalar_one_or_none()
 
     async def add(
         self,

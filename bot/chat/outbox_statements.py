@@ -9,6 +9,7 @@ only: elsewhere the claim itself finds nothing to take).
 from __future__ import annotations
 
 from sqlalchemy import and_, bindparam, func, insert, literal_column, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.chat.outgoing import OutboxStatus, OutgoingMessage
 from bot.store.tables import outbox
@@ -56,6 +57,19 @@ def next_in_chat_of(message_id: int, moment):
 
 
 INSERT_RETURNING_ID = insert(outbox).returning(outbox.c.id)
+# A keyed row queued again inserts nothing and returns no id (both databases speak it).
+_INSERT_UNLESS_KEYED = {
+    name: dialect.insert(outbox)
+    .on_conflict_do_nothing(index_elements=["idempotency_key"])
+    .returning(outbox.c.id)
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+}
+
+
+def insert_unless_keyed(dialect: str):
+    return _INSERT_UNLESS_KEYED["postgresql" if dialect == "postgresql" else "sqlite"]
+
+
 HELD = (
     outbox.c.id == bindparam("id_"),
     outbox.c.status == OutboxStatus.SENDING,

@@ -10,8 +10,9 @@ Closing a task (done, dropped, or filed as reference) keeps its state label and 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import String, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -29,6 +30,8 @@ from bot.timeutil import now
 if TYPE_CHECKING:
     from bot.tasks.triage import Triage
 
+T = TypeVar("T")
+
 
 COUNT_AT_MOST = 1000  # a list's total is counted up to here (and past the page shown)
 
@@ -42,6 +45,14 @@ class Tasks:
     async def capture(self, capture: Capture) -> Captured:
         """Make ``capture`` a task, once: a message seen before returns its task; one more
         message of an album adds itself to the album's task."""
+        captured, _ = await self.capture_then(capture, _nothing)
+        return captured
+
+    async def capture_then(
+        self, capture: Capture, then: Callable[[AsyncConnection, Captured], Awaitable[T]]
+    ) -> tuple[Captured, T]:
+        """``capture``, with ``then`` run in the same transaction on what was captured (the
+        receipt queued with the task: one commit for both, not two); returns both results."""
         moment = now()
         values = {
             "capture_key": capture.key,
@@ -73,14 +84,17 @@ class Tasks:
                 # Look first: a failed insert would use up an id on Postgres (task 3 after 1).
                 row = (await conn.execute(CAPTURED_AS, key)).first()
                 if row is not None:
-                    return await self._seen_before(conn, Task.from_row(row), capture)
-                row = (await conn.execute(INSERT_TASK, values)).one()
-                return Captured(Task.from_row(row), new=True)
+                    captured = await self._seen_before(conn, Task.from_row(row), capture)
+                else:
+                    row = (await conn.execute(INSERT_TASK, values)).one()
+                    captured = Captured(Task.from_row(row), new=True)
+                return captured, await then(conn, captured)
         except IntegrityError:
             pass  # a concurrent capture of the same message (or album) won the insert
         async with self.store.write() as conn:
             row = (await conn.execute(CAPTURED_AS, key)).one()
-            return await self._seen_before(conn, Task.from_row(row), capture)
+            captured = await self._seen_before(conn, Task.from_row(row), capture)
+            return captured, await then(conn, captured)
 
     async def create(
         self,
@@ -360,6 +374,10 @@ def _locked(condition):
 # write lock held, and a statement built anew costs more to build than to run.
 CAPTURED_AS = _locked(tasks.c.capture_key == bindparam("capture_key", type_=String))
 INSERT_TASK = insert(tasks).returning(tasks)
+
+
+async def _nothing(_conn: AsyncConnection, _captured: Captured) -> None:
+    return None
 
 
 def _note_text(task: Task) -> str:

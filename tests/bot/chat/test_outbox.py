@@ -97,6 +97,22 @@ async def test_put_with_the_same_key_twice_returns_the_same_row(box):
     assert await box.counts() == {"pending": 1}
 
 
+async def test_put_within_a_transaction_commits_with_it_and_a_repeated_key_queues_nothing(
+    box, store
+):
+    async with store.write() as conn:
+        first = await box.put_within(conn, CHAT, "hello", key="greet:2", reply_to=7)
+    async with store.write() as conn:
+        assert await box.put_within(conn, CHAT, "hello again", key="greet:2") is None
+    with pytest.raises(RuntimeError):
+        async with store.write() as conn:
+            await box.put_within(conn, CHAT, "rolled back", key="greet:3")
+            raise RuntimeError("what the message announces failed")
+    row = await box.get(first)
+    assert (row["parts"], row["reply_to_message_id"]) == (["hello"], 7)
+    assert await box.counts() == {"pending": 1}
+
+
 async def test_put_without_a_key_always_makes_a_new_row(box):
     first, _ = await box.put(CHAT, "hello")
     second, new = await box.put(CHAT, "hello")

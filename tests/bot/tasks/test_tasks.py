@@ -63,6 +63,22 @@ async def new_task(tasks_: Tasks, message_id: int, text: str | None = None) -> i
 # Capture
 
 
+async def test_what_runs_with_a_capture_commits_or_fails_with_it(store, tasks_):
+    async def receipt(conn, captured):
+        return f"task {captured.task.id}, new: {captured.new}"
+
+    async def broken(conn, captured):
+        raise RuntimeError("the receipt could not be queued")
+
+    with pytest.raises(RuntimeError):
+        await tasks_.capture_then(capture(1, "Buy milk"), broken)
+    assert await row_count(store) == 0  # no task without its receipt
+    first, said = await tasks_.capture_then(capture(1, "Buy milk"), receipt)
+    again, said_again = await tasks_.capture_then(capture(1, "Buy milk"), receipt)
+    assert said == f"task {first.task.id}, new: True"
+    assert said_again == f"task {first.task.id}, new: False"
+
+
 async def test_the_same_message_twice_is_one_task(store, tasks_):
     first = await tasks_.capture(capture(1, "Buy milk\nsemi-skimmed"))
     again = await tasks_.capture(capture(1, "Buy milk\nsemi-skimmed"))
