@@ -298,6 +298,7 @@ def aegis_environment(token: str, url: str, data_dir: Path, users: list[int]) ->
         AEGIS_TELEGRAM_API_URL=f"{url}/bot",
         AEGIS_OWNER_IDS=",".join(map(str, users)),
         AEGIS_PORT=str(free_port()),
+        AEGIS_MCP_PORT=str(free_port()),
         AEGIS_OUTBOX_PER_CHAT_PER_SECOND="100000",
         AEGIS_OUTBOX_GLOBAL_PER_SECOND="100000",
         AEGIS_LOG_LEVEL="WARNING",
@@ -395,7 +396,9 @@ async def startup_and_memory(args) -> None:
     for attempt in range(args.starts + 1):
         with tempfile.TemporaryDirectory(prefix="aegis-bench-") as directory:
             port = free_port()
-            environment = bench_environment(AEGIS_PORT=str(port), AEGIS_LOG_LEVEL="WARNING")
+            environment = bench_environment(
+                AEGIS_PORT=str(port), AEGIS_MCP_PORT=str(free_port()), AEGIS_LOG_LEVEL="WARNING"
+            )
             began = time.perf_counter()
             process = subprocess.Popen(
                 [sys.executable, "-m", "aegis.cli", "up"],
