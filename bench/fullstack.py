@@ -516,10 +516,8 @@ def print_server_costs(results: list[Result]) -> None:
     if not measured:
         return
     width = max(len(result.name) + 2 for result in measured)
-    print(
-        f"\nper update in the burst{'':{width - 22}}{'PG xacts':>9}{'PG CPU ms':>10}"
-        f"{'Redis calls':>12}{'Redis CPU ms':>13}"
-    )
+    print("\nwhat each update of the burst cost the servers")
+    print(f"{'':{width}}{'PG xacts':>9}{'PG CPU ms':>10}{'Redis calls':>12}{'Redis CPU ms':>13}")
     for result in measured:
         cost = result.servers
         print(
