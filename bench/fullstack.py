@@ -167,14 +167,22 @@ async def measure(
 ) -> Result:
     await latency(emulator, 20)  # warm up: connections, first queries, caches
     cpu_before = cpu_seconds(pids)
+    each_before = [cpu_seconds([pid]) for pid in pids]
     servers_before = meter and await meter.read()
     rate, lost, doubled = await burst(emulator, name, args.messages, args.chats)
     cpu_ms = (cpu_seconds(pids) - cpu_before) * 1000 / args.messages
+    each_ms = [
+        (cpu_seconds([pid]) - before) * 1000 / args.messages
+        for pid, before in zip(pids, each_before, strict=True)
+    ]
     servers = None
     if meter is not None:
         await asyncio.sleep(1.5)  # Postgres publishes a backend's counts within a second
         after = await meter.read()
         servers = {key: (after[key] - servers_before[key]) / args.messages for key in after}
+        # The Procfile's processes in their order: web, the workers, clock.
+        servers["web_cpu_ms"] = each_ms[0]
+        servers["worker_cpu_ms"] = sum(each_ms[1:-1])
     times = await latency(emulator, args.samples)
     p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
     return Result(name, rate, p50, p99, lost, doubled, cpu_ms, servers)
@@ -525,13 +533,14 @@ def print_server_costs(results: list[Result]) -> None:
     width = max(len(result.name) + 2 for result in measured)
     print("\nwhat each update of the burst cost the servers")
     print(
-        f"{'':{width}}{'PG xacts':>9}{'PG CPU ms':>10}{'Redis cmds':>11}{'of scripts':>11}"
-        f"{'Redis CPU ms':>13}"
+        f"{'':{width}}{'web CPU ms':>11}{'workers CPU ms':>15}{'PG xacts':>9}{'PG CPU ms':>10}"
+        f"{'Redis cmds':>11}{'of scripts':>11}{'Redis CPU ms':>13}"
     )
     for result in measured:
         cost = result.servers
         print(
-            f"{result.name:{width}}{cost['transactions']:9.2f}{cost['postgres_cpu_ms']:10.2f}"
+            f"{result.name:{width}}{cost['web_cpu_ms']:11.2f}{cost['worker_cpu_ms']:15.2f}"
+            f"{cost['transactions']:9.2f}{cost['postgres_cpu_ms']:10.2f}"
             f"{cost['redis_commands']:11.2f}{cost['redis_scripts']:11.2f}"
             f"{cost['redis_cpu_ms']:13.2f}"
         )
