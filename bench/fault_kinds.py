@@ -1,5 +1,5 @@
-"""The faults of bench/faults.py, each injected into a running stack 30% of the way through
-its burst; the suite runs each in a stack of its own and measures what it did to the replies."""
+"""The faults of bench/faults.py, each injected into a running stack mid-burst; the suite runs
+each in a stack of its own and measures what it did to the replies."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ POISON = "poison-7f3a"  # the emulator answers 500 to every send whose text hold
 class Fault:
     name: str
     inject: Callable[[Run], Awaitable[None]]
-    needs: str = ""  # "postgres", "redis-aof", "redis-noaof": what the run must have
+    # What the run must have: "postgres" (and "postgres-proxy": aegis reaching it through a
+    # TcpProxy), "redis-aof", "redis-noaof" (a redis-server of its own).
+    needs: str = ""
 
 
 async def kill_worker(run: Run) -> None:
@@ -58,11 +60,22 @@ async def _lease_taken(run: Run, pid: int) -> None:
 
 
 async def restart_redis(run: Run) -> None:
+    held = run.redis.held_jobs()
     run.redis.kill()
+    run.notes.append(f"{held} jobs were in Redis (queued, delayed or being worked) at the kill")
     await asyncio.to_thread(run.redis.start)
 
 
 async def postgres_down(run: Run) -> None:
+    """The server crashed, as its clients see it: every connection reset, none taken."""
+    await run.proxy.cut()
+    await asyncio.sleep(run.args.outage)
+    await run.proxy.restore()
+    run.notes.append(f"every connection to Postgres reset and refused for {run.args.outage:g} s")
+
+
+async def postgres_refusing(run: Run) -> None:
+    """The server up, the database refusing connections (SQLSTATE 55000), its own cut off."""
     await postgres_outage(run.args.postgres_url, run.database_url, run.args.outage)
     run.notes.append(f"the database refused every connection for {run.args.outage:g} s")
 
@@ -101,7 +114,8 @@ FAULTS = {
         Fault("kill-clock", kill_clock),
         Fault("redis-restart-aof", restart_redis, "redis-aof"),
         Fault("redis-restart-noaof", restart_redis, "redis-noaof"),
-        Fault("postgres-outage", postgres_down, "postgres"),
+        Fault("postgres-outage", postgres_down, "postgres-proxy"),
+        Fault("postgres-no-connections", postgres_refusing, "postgres"),
         Fault("poisoned-reply", poisoned_reply),
         Fault("429-storm", storm_429),
         Fault("kill-between-send-and-record", kill_between_send_and_record),

@@ -3,8 +3,9 @@
 ``Procfile`` runs ``aegis web``, ``worker`` and ``clock`` as ``bench/fullstack.py`` does, but
 keeps each one's command so a fault can kill -9 one of them and start another in its place.
 ``RedisServer`` is a redis-server of the run's own, on a port that stays the same across a
-restart; ``postgres_outage`` closes one database to every connection for a while without
-stopping the shared PostgreSQL server.
+restart. Two Postgres outages leave the shared server running: ``TcpProxy`` stands between aegis
+and the server and cuts every connection (a crash, as the clients see one), and
+``postgres_outage`` closes one database to every connection for a while.
 """
 
 from __future__ import annotations
@@ -163,6 +164,15 @@ class RedisServer:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
+    def held_jobs(self) -> int:
+        """Dramatiq's messages in this Redis: each queue keeps them in a ``<queue>.msgs`` hash
+        until they are acknowledged (a delayed one as well)."""
+        client = redis.Redis.from_url(self.url)
+        try:
+            return sum(client.hlen(key) for key in client.scan_iter("*.msgs"))
+        finally:
+            client.close()
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
@@ -187,3 +197,47 @@ async def postgres_outage(admin_url: str, database_url: str, seconds: float) -> 
             await connection.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
     finally:
         await connection.close()
+
+
+class TcpProxy:
+    """A TCP proxy in front of a server, for a crash of that server seen from its clients:
+    ``cut`` resets every connection through it and refuses new ones, ``restore`` accepts again
+    on the same port. The server itself, shared with others, is never touched."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.port = free_port()
+        self.server: asyncio.Server | None = None
+        self.links: set[asyncio.StreamWriter] = set()
+
+    async def restore(self) -> None:
+        self.server = await asyncio.start_server(self._link, "127.0.0.1", self.port)
+
+    async def cut(self) -> None:
+        self.server.close()
+        for writer in list(self.links):
+            writer.transport.abort()  # a reset, as from a server that is gone
+        self.links.clear()
+        await self.server.wait_closed()
+
+    async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self.links |= {writer, upstream_writer}
+        await asyncio.gather(
+            self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer)
+        )
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.links.discard(writer)
+            writer.transport.abort()

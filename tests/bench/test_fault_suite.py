@@ -38,7 +38,7 @@ async def test_no_reply_is_lost_or_doubled_when_a_process_dies_or_a_reply_is_poi
     args = faults.parse_args(
         [
             *("--faults", ",".join(QUICK)),
-            *("--messages", "100", "--chats", "5", "--rate", "20"),
+            *("--messages", "100", "--chats", "5", "--rate", "22", "--fault-at", "0.2"),
             *("--lease", "3", "--retry-seconds", "0.05", "--settle", "40"),
             *("--postgres-url", postgres_dsn, "--redis-url", "own"),
         ]
