@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -60,10 +61,22 @@ async def _lease_taken(run: Run, pid: int) -> None:
 
 
 async def restart_redis(run: Run) -> None:
-    held = run.redis.held_jobs()
-    run.redis.kill()
-    run.notes.append(f"{held} jobs were in Redis (queued, delayed or being worked) at the kill")
-    await asyncio.to_thread(run.redis.start)
+    """The worker paused first for ``--backlog`` seconds, so deliveries wait in Redis as they do
+    under load (at the burst's rate the queues are all but empty), then Redis killed and started
+    again, then the worker let go on."""
+    worker = run.procfile.running["worker"]
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        await asyncio.sleep(run.args.backlog)
+        held = run.redis.held_jobs()
+        run.redis.kill()
+        await asyncio.to_thread(run.redis.start)
+    finally:
+        worker.send_signal(signal.SIGCONT)
+    run.notes.append(
+        f"{held} jobs were in Redis at the kill (the worker paused {run.args.backlog:g} s); "
+        f"{run.redis.held_jobs()} after the restart"
+    )
 
 
 async def postgres_down(run: Run) -> None:

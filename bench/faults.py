@@ -105,7 +105,6 @@ class Run:
     redis: RedisServer | None = None  # the run's own redis-server, where the fault needs one
     proxy: TcpProxy | None = None  # between aegis and Postgres, where the fault needs one
     fault_started: float = 0.0
-    fault_ended: float = 0.0
     poisoned: int | None = None  # the note whose reply the emulator refuses
     notes: list[str] = field(default_factory=list)
     watchers: list[asyncio.Task] = field(default_factory=list)
@@ -221,7 +220,6 @@ async def burst(run: Run, fault: Fault) -> None:
         emulator.note(run.users[index % len(run.users)], index)
         await asyncio.sleep(max(0.0, started + (index + 1) / args.rate - time.perf_counter()))
     await injected
-    run.fault_ended = time.perf_counter()
 
 
 async def settle(run: Run) -> None:
@@ -406,6 +404,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--outage", type=float, default=10.0, help="seconds of each postgres-* fault"
     )
     parser.add_argument("--storm", type=float, default=5.0, help="429-storm seconds")
+    parser.add_argument(
+        "--backlog",
+        type=float,
+        default=2.0,
+        help="redis-restart-*: seconds the worker is paused before the kill, so jobs wait in Redis",
+    )
     parser.add_argument(
         "--lease",
         type=float,
