@@ -337,11 +337,10 @@ async def _duplicate_window(run: Run) -> str:
     ]
     if not windows:
         return "no send was matched to its record"
+    p50, p99 = percentile(windows, 0.5), percentile(windows, 0.99)
     return (
-        f"the duplicate window (the emulator accepting a send -> its sent_at) over {len(windows)} "
-        f"sends: p50 "
-        f"{percentile(windows, 0.5):.1f} ms, p99 {percentile(windows, 0.99):.1f} ms, "
-        f"max {max(windows):.1f} ms"
+        f"the duplicate window (the emulator accepting a send -> its sent_at), over "
+        f"{len(windows)} sends: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(windows):.1f} ms"
     )
 
 
