@@ -79,19 +79,40 @@ class Store:
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A transaction for reading; it is rolled back at the end."""
-        async with _translate_outages(self), self.read_engine.connect() as conn:
-            yield conn
+        async with _translate_outages(self):
+            conn = await self._connect(self.read_engine)
+            try:
+                yield conn
+            finally:
+                await conn.close()
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A transaction that commits at the end, or rolls back on any error."""
         async with _translate_outages(self):
             if not self.is_sqlite:
-                async with self.write_engine.begin() as conn:
-                    yield conn
+                conn = await self._connect(self.write_engine)
+                try:
+                    async with conn.begin():
+                        yield conn
+                finally:
+                    await conn.close()
                 return
             async with self._sqlite_write_lock() as conn:
                 yield conn
+
+    async def _connect(self, engine: AsyncEngine) -> AsyncConnection:
+        """A connection from the pool. Not getting one is always an outage, whatever the
+        server's reason (a database that takes no connections answers 55000, one starting up
+        57P03): nothing has run, so the caller waits and tries again, as for a server down."""
+        try:
+            return await engine.connect()
+        except DBAPIError as exc:
+            if self.is_sqlite or isinstance(exc, OUTAGE_ERRORS):
+                raise  # said as an outage by _translate_outages
+            raise StoreError(
+                f"the database ({self.describe()}) refused the connection: {_reason(exc)}"
+            ) from exc
 
     @contextlib.asynccontextmanager
     async def _sqlite_write_lock(self) -> AsyncIterator[SyncWrite]:

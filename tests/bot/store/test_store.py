@@ -216,6 +216,31 @@ async def test_connections_the_postgres_server_closed_are_replaced_before_use(po
         await _drop_database(postgres_dsn, name)
 
 
+async def test_a_database_taking_no_connections_is_an_outage_and_passes(postgres_dsn):
+    """``ALLOW_CONNECTIONS false`` (SQLSTATE 55000) stops nothing for good: a StoreError while
+    it lasts, as for a server down, and the next transaction after it works."""
+    import asyncpg
+
+    from tests.conftest import _create_database, _drop_database
+
+    name, url = await _create_database(postgres_dsn)
+    store = Store(url)
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        for operation in ("read", "write"):
+            with pytest.raises(StoreError, match="refused the connection") as raised:
+                async with getattr(store, operation)() as conn:
+                    await conn.exec_driver_sql("SELECT 1")
+            assert "not currently accepting connections" in str(raised.value)
+        await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        await store.ping()
+    finally:
+        await admin.close()
+        await store.close()
+        await _drop_database(postgres_dsn, name)
+
+
 async def test_a_failed_sqlite_commit_frees_the_file_for_other_writers(tmp_path):
     """A deferred foreign key fails at COMMIT; the write lock must not outlive the failure."""
     path = tmp_path / "deferred.sqlite3"
