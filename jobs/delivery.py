@@ -29,6 +29,7 @@ from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 from telegram.warnings import PTBUserWarning
 
 from aegis.botapi.http import BotApiServerError
+from bot.chat.outbox import LEASE as RECORD_FOR
 from bot.chat.outgoing import OutboxKind, OutgoingMessage, outgoing_path
 from bot.chat.undelivered import (
     SERVER_ERRORS_IN_A_ROW,
@@ -37,7 +38,7 @@ from bot.chat.undelivered import (
     server_errors_in_a_row,
     set_aside,
 )
-from bot.errors import LeaseLost
+from bot.errors import LeaseLost, StoreError
 from bot.timeutil import now
 from jobs.broker import DELIVERIES, DELIVERY_OUTCOMES, require_broker
 from jobs.resources import resources
@@ -181,7 +182,7 @@ async def _send_parts(
                 await _retry_later(res, message, delay_ms, message.last_error)
                 return {"messages_sent": sent, "rate_limited": 1}, None
             telegram_id = await _send_one(res, message, message.parts_sent)
-            following = await outbox.record_part(message, telegram_id, claim_next=claim_next)
+            following = await _record(outbox, message, telegram_id, claim_next)
             sent += 1
     except RetryAfter as exc:
         delay_ms = int(_seconds(exc.retry_after) * 1000) + 50
@@ -270,6 +271,28 @@ async def _after(res, failed: OutgoingMessage, claim_next: bool) -> OutgoingMess
     """The chat's next message once ``failed`` has failed for good, so the drain goes on:
     one message Telegram refuses must not hold back those queued behind it."""
     return await res.platform.outbox.claim_next_in_chat(failed.id) if claim_next else None
+
+
+async def _record(outbox, message: OutgoingMessage, telegram_id: int, claim_next: bool):
+    """Record what Telegram accepted. Telegram has the message now: given up on, the row would
+    stay claimed until its lease ran out and then be sent again. So a database away at this
+    moment is waited for, up to a lease, with the answer held here; only past that does the
+    delivery fail as on any outage (and the message may go out twice)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECORD_FOR.total_seconds()
+    wait = 0.1
+    while True:
+        try:
+            return await outbox.record_part(message, telegram_id, claim_next=claim_next)
+        except StoreError as exc:
+            if loop.time() + wait > deadline:
+                raise
+            if wait == 0.1:
+                logger.warning(
+                    "outbox %s: sent; its record waits for the database (%s)", message.id, exc
+                )
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, 5.0)
 
 
 async def _retry_later(res, message: OutgoingMessage, delay_ms: int, error: str | None = None):

@@ -256,3 +256,30 @@ async def test_a_429_is_honoured_and_every_message_arrives_once_in_order(stack):
 
 async def _run_with(stack, summary: dict) -> bool:
     return any(run.summary == summary for run in await delivery_runs(stack))
+
+
+async def test_a_send_whose_record_meets_a_database_outage_is_recorded_after_it_not_resent(
+    stack, monkeypatch
+):
+    """Telegram accepted the message, then the database went away for a moment: the delivery
+    holds Telegram's answer and records it when the database is back; nothing goes out again."""
+    from bot.chat.outbox import Outbox
+    from bot.errors import StoreError
+
+    record_part, failures = Outbox.record_part, []
+
+    async def away_twice(self, message, telegram_id, **options):
+        if len(failures) < 2:
+            failures.append(telegram_id)
+            raise StoreError("the database (test) is unavailable: connection reset")
+        return await record_part(self, message, telegram_id, **options)
+
+    monkeypatch.setattr(Outbox, "record_part", away_twice)
+    outbox_id = await stack.services.platform.outbox.send(OWNER_CHAT, "sent during an outage")
+    row = await settled_row(stack, outbox_id)
+    [message] = await stack.bot_messages()
+    assert message["text"] == "sent during an outage"
+    assert failures == [message["message_id"]] * 2
+    assert row["status"] == "sent" and row["telegram_message_ids"] == [message["message_id"]]
+    await asyncio.sleep(0.5)  # a second send, had the delivery been retried, would be out now
+    assert len(await stack.bot_messages()) == 1
