@@ -135,7 +135,13 @@ async def test_after_two_days_down_a_daily_schedule_runs_once_late_and_counts_wh
 ):
     rows = Schedules(store, BERLIN)
     await rows.seed(builtin_schedules(briefing_at="08:00"))
-    two_days_ago = now() - timedelta(days=2, hours=1)
+    # Due at the 08:00 two days before the latest one: whatever the time of day the test runs,
+    # the two 08:00s after it were missed.
+    local = now().astimezone(BERLIN)
+    latest = local.replace(hour=8, minute=0, second=0, microsecond=0)
+    if latest > local:
+        latest -= timedelta(days=1)
+    two_days_ago = datetime.combine(latest.date() - timedelta(days=2), latest.time(), BERLIN)
     async with store.write() as conn:
         await conn.execute(
             update(schedules)
