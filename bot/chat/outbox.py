@@ -26,12 +26,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.chat.outbox_statements import (
     CLAIM_NEXT_IN_CHAT,
-    INSERT_RETURNING_ID,
     OLDEST_IN_CHAT_SQL,
     RECORD_LAST_PART,
     RECORD_PART,
@@ -192,16 +190,20 @@ class Outbox:
     ) -> tuple[int, bool]:
         """Queue a message; returns its id and whether it is new (a repeated key is not).
         ``reply_to_outbox`` makes it a reply to what an earlier row of the chat sent."""
-        row = self._row(chat_id, text, reply_markup, reply_to_message_id, idempotency_key)
-        row.update(reply_to_outbox=reply_to_outbox, thread_id=thread_id)
-        try:
-            async with self.store.write() as conn:
-                result = await conn.execute(INSERT_RETURNING_ID, row)
-                return result.scalar_one(), True
-        except IntegrityError:
-            if idempotency_key is None:
-                raise
+        async with self.store.write() as conn:
+            outbox_id = await self.put_within(
+                conn,
+                chat_id,
+                text,
+                key=idempotency_key,
+                reply_markup=reply_markup,
+                reply_to=reply_to_message_id,
+                reply_to_outbox=reply_to_outbox,
+                thread_id=thread_id,
+            )
+        if outbox_id is None:
             return await self._id_for_key(idempotency_key), False
+        return outbox_id, True
 
     async def put_within(
         self,
@@ -209,16 +211,17 @@ class Outbox:
         chat_id: int,
         text: str,
         *,
-        key: str,
+        key: str | None,
         reply_markup: dict[str, Any] | None = None,
         reply_to: int | None = None,
+        reply_to_outbox: int | None = None,
         thread_id: int | None = None,
     ) -> int | None:
-        """``send``'s row, queued inside the caller's transaction (one commit for what the
+        """``put``'s row, queued inside the caller's transaction (one commit for what the
         message announces and the message); None when ``key`` was queued before. The caller
-        asks for its delivery (``ask_delivery``) once the transaction has committed."""
+        asks for its delivery (``request_delivery``) once the transaction has committed."""
         row = self._row(chat_id, text, reply_markup, reply_to, key)
-        row["thread_id"] = thread_id
+        row.update(reply_to_outbox=reply_to_outbox, thread_id=thread_id)
         statement = insert_unless_keyed(conn.dialect.name)
         return (await conn.execute(statement, row)).scalar_one_or_none()
 

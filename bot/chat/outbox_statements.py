@@ -8,7 +8,7 @@ only: elsewhere the claim itself finds nothing to take).
 
 from __future__ import annotations
 
-from sqlalchemy import and_, bindparam, func, insert, literal_column, or_, select, update
+from sqlalchemy import and_, bindparam, func, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.chat.outgoing import OutboxStatus, OutgoingMessage
@@ -56,7 +56,6 @@ def next_in_chat_of(message_id: int, moment):
     return outbox.c.id == oldest
 
 
-INSERT_RETURNING_ID = insert(outbox).returning(outbox.c.id)
 # A keyed row queued again inserts nothing and returns no id (both databases speak it).
 _INSERT_UNLESS_KEYED = {
     name: dialect.insert(outbox)
