@@ -21,7 +21,8 @@ from pathlib import Path
 
 import asyncpg
 import redis
-from fullstack import _asyncpg_arguments, aegis_environment, free_port
+from fullstack import aegis_environment, free_port
+from servers import asyncpg_arguments
 from sqlalchemy.engine import make_url
 
 from aegis.embedded_redis import EmbeddedRedis
@@ -183,7 +184,7 @@ async def postgres_outage(admin_url: str, database_url: str, seconds: float) -> 
     """The database refuses every connection for ``seconds`` and loses those it had, as after a
     crash, while the server goes on serving every other database."""
     name = make_url(database_url).database
-    connection = await asyncpg.connect(**_asyncpg_arguments(make_url(admin_url)))
+    connection = await asyncpg.connect(**asyncpg_arguments(make_url(admin_url)))
     try:
         await connection.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
         try:
