@@ -16,11 +16,12 @@ a name; the specs and the vendors' reasons are in jobs/harnesses/cli_specs.py). 
    revoked when the run's stretch ends, however it ends.
 
 A CLI's own built-in tools never act on their own (design.md: read-only tools may run, anything
-that changes something goes through aegis's gate). Each CLI is started with its mutating and
-outward-reaching built-ins denied in the way its vendor documents as winning over the owner's
-own settings (cli_specs.py): it may read its workdir and call aegis's MCP tools, whose
-calls the gate decides; it cannot write a file, run a shell command that writes, or fetch a URL
-by itself. A project config that could widen this and that no flag can beat is refused.
+that changes something goes through aegis's gate). Each CLI is started with only its reading
+built-ins on, by an allow list where the CLI has one (a built-in a later release adds stays off
+until it is listed), in the way its vendor documents as winning over the owner's own settings
+(cli_specs.py): it may read its workdir and call aegis's MCP tools, whose calls the gate
+decides; it cannot write a file, run a shell command that writes, or fetch a URL by itself. A
+project config that could widen this and that no flag can beat is refused.
 
 A CLI run is not resumed mid-way: a run taken over from a dead worker starts the CLI again.
 A run that asked aegis to watch a process for it (``monitors.watch_process``) ends its turn and
@@ -49,7 +50,7 @@ from bot.agents.tokens import AgentTokens
 from bot.errors import HarnessFailed
 from jobs.harness import RunContext
 from jobs.harnesses.cli_process import CliProcess
-from jobs.harnesses.cli_specs import CLAUDE_DENIED_TOOLS, CliSpec
+from jobs.harnesses.cli_specs import CliSpec
 from jobs.harnesses.cli_streams import SESSION_ID
 
 logger = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ def _command(
     ``session``: the CLI's session to resume rather than start a new one."""
     mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
     values = {
-        "claude_denied": ",".join((*CLAUDE_DENIED_TOOLS, *_claude_private_rules(private))),
+        "private_rules": ",".join(_claude_private_rules(private)),
         "model": agent.model,
         "instructions": agent.instructions,
         "instructions_toml": _toml_string(agent.instructions),
@@ -212,6 +213,8 @@ def _command(
     if agent.instructions.strip():
         argv += spec.instructions_args
     argv += spec.mcp_args
+    if private is not None:
+        argv += spec.private_args
     argv += spec.resume_args if session else spec.prompt_args
     argv = _fill(argv, values)
     if any(token in arg for arg in argv):  # a spec that would show the token to `ps`

@@ -211,7 +211,7 @@ class CliProcess:
 
     async def _progress(self, step: str) -> None:
         """A step for the run's message, saved at most every STEP_EVERY seconds."""
-        self.ctx.effects["cli_tool_uses"] = self.reader.tool_uses
+        self._count_calls()
         moment = asyncio.get_running_loop().time()
         if moment - self.last_step_at < STEP_EVERY:
             return
@@ -225,7 +225,7 @@ class CliProcess:
 
     def _outcome(self, returncode: int | None) -> str:
         reader, name = self.reader, self.name
-        self.ctx.effects["cli_tool_uses"] = reader.tool_uses
+        self._count_calls()
         if returncode != 0:
             self.status = f"exit {returncode}"
             why = f"{name} {_exit_words(returncode)}"
@@ -238,6 +238,16 @@ class CliProcess:
         if reader.failure:
             self.status = "failure reported"
             raise HarnessFailed(self._scrub(f"{name} reported a failure: {reader.failure}"))
+        if reader.calls_failed and not reader.calls_worked:
+            # The completed no-op: every call it made was refused or failed, or never reached
+            # aegis, and a run that changed nothing is not reported done (design.md).
+            self.status = "no call worked"
+            raise HarnessFailed(
+                self._scrub(
+                    f"{name} ended, but none of the {reader.calls_failed} tool calls it made "
+                    f"went through; the last: {reader.last_failed_call}"
+                )
+            )
         answer = reader.answer()
         if answer is None:
             self.status = "unreadable output"
@@ -247,6 +257,11 @@ class CliProcess:
             )
         self.status = OK
         return self._scrub(_cap(answer))
+
+    def _count_calls(self) -> None:
+        """The run's effects: the CLI's tool calls that worked and those that did not."""
+        self.ctx.effects["tool_calls"] = self.reader.calls_worked
+        self.ctx.effects["calls_failed"] = self.reader.calls_failed
 
     def _stderr_words(self) -> str:
         lines = self.stderr.decode("utf-8", errors="replace").strip().splitlines()

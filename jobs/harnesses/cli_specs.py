@@ -21,6 +21,9 @@ from jobs.harnesses.opencode_project import refuse_widening_config
 MCP_SERVER_NAME = "aegis"  # how each CLI names aegis's MCP server (Claude's tools: mcp__aegis__*)
 # The name of a variable (not a secret): a CLI that reads its bearer token from the environment.
 TOKEN_ENV = "AEGIS_MCP_TOKEN"  # noqa: S105
+# How long a CLI aegis starts waits for one call to aegis's tools: well past the 25 s a gated
+# call is held (bot/actions/held_calls.py), so the hold, not the client, ends the wait.
+CLIENT_TIMEOUT_SECONDS = 120
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class CliSpec:
     model_args: tuple[str, ...] = ()  # added when the agent names a model
     instructions_args: tuple[str, ...] = ()  # added when the agent has instructions
     mcp_args: tuple[str, ...] = ()
+    # added when aegis's data dir is known: what keeps the CLI's own reading tools out of it
+    # ({private_rules}: Claude Code's deny rules for it)
+    private_args: tuple[str, ...] = ()
     prompt_args: tuple[str, ...] = ()  # last on a new session's command line
     resume_args: tuple[str, ...] = ()  # last when a session ({session}) is resumed instead
     config: Mapping[str, Any] | None = None  # written as JSON to {config_file}, mode 0600
@@ -52,38 +58,22 @@ class CliSpec:
 # Claude Code: ``claude -p`` prints one answer and exits; stream-json needs --verbose in print
 # mode. The prompt is read from stdin when none is given. --mcp-config takes a JSON file of
 # {"mcpServers": {name: {"type": "http", "url", "headers"}}}; --strict-mcp-config ignores every
-# other MCP server. --allowedTools only ADDS to what runs without a prompt and restricts nothing
-# (anthropics/claude-code#62608): the owner's ~/.claude/settings.json allow rules (Bash(*), …)
-# would still apply. Deny rules win over allow rules from every settings source, in every mode
-# ("deny -> ask -> allow, the first matching rule wins, so deny rules always take precedence",
-# code.claude.com/docs/en/permissions; a bare tool name in --disallowedTools removes the tool
-# from Claude's context, code.claude.com/docs/en/agent-sdk/permissions). So the built-ins that
-# change something or reach out are denied by name: those the tools reference marks "permission
-# required" (code.claude.com/docs/en/tools-reference: Bash, PowerShell, Edit, Write,
-# NotebookEdit, WebFetch, WebSearch, Artifact, which publishes to claude.ai), MultiEdit (older
-# releases' edit tool), and Task/Agent, which start subagents (fail closed: no second context
-# whose tools we do not list). Read, Grep, Glob and LS stay: the docs call them read-only;
-# but not inside aegis's data dir, which holds its secrets: a Read deny rule on it (an absolute
-# path is written with //) also governs Grep, Glob and LS (code.claude.com/docs/en/permissions).
-# --permission-mode default: never acceptEdits or bypassPermissions; headless, a tool that would
-# ask is refused. mcp__aegis is allowed without a prompt: aegis's gate decides each call.
-# --permission-prompt-tool names the MCP tool Claude asks about any other built-in (one neither
-# allowed nor denied here, such as one a later release adds): aegis's gate decides it as
-# ``cli.<Name>`` (aegis/mcp/server.py), so nothing new runs unasked.
-CLAUDE_DENIED_TOOLS = (
-    "Bash",
-    "PowerShell",
-    "Edit",
-    "MultiEdit",
-    "Write",
-    "NotebookEdit",
-    "WebFetch",
-    "WebSearch",
-    "Artifact",
-    "Task",
-    "Agent",
-)
-CLAUDE_READING_TOOLS = ("Read", "Grep", "Glob", "LS")
+# other MCP server.
+# Its built-ins are an allow list: ``--tools`` names the built-ins that exist for the session
+# at all ("" for none, or names; `claude --help`), so a built-in a later release adds
+# (2.1.33x ships EnterWorktree, CronCreate, Workflow, Monitor …, which a deny list did not
+# name) is not there until it is listed here. Only the reading ones are: Read, Grep and Glob.
+# --allowedTools lets those and aegis's own MCP tools run without a prompt (aegis's gate
+# decides each MCP call on the server). The one deny rule keeps the reading tools out of
+# aegis's data dir, which holds its secrets: a Read rule on it (an absolute path is written
+# with //) also governs Grep and Glob, and deny rules win over allow rules from every settings
+# source ("deny -> ask -> allow, the first matching rule wins", code.claude.com/docs/en/
+# permissions). --permission-mode default: never acceptEdits or bypassPermissions; headless,
+# what would ask goes to --permission-prompt-tool, aegis's gate, which decides a built-in as
+# ``cli.<Name>`` (aegis/mcp/server.py): reading outside the workdir, say.
+# MCP_TOOL_TIMEOUT (ms) is how long Claude waits for one MCP call; aegis holds a gated call up
+# to 25 s, so it must be longer than that.
+CLAUDE_BUILTINS = ("Read", "Grep", "Glob")
 CLAUDE_CODE = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.CLAUDE_CODE],
     args=("-p", "--output-format", "stream-json", "--verbose"),
@@ -94,15 +84,16 @@ CLAUDE_CODE = CliSpec(
         "--mcp-config",
         "{config_file}",
         "--strict-mcp-config",
+        "--tools",
+        ",".join(CLAUDE_BUILTINS),
         "--permission-mode",
         "default",
-        "--disallowedTools",
-        "{claude_denied}",
         "--allowedTools",
-        ",".join((*CLAUDE_READING_TOOLS, f"mcp__{MCP_SERVER_NAME}")),
+        ",".join((*CLAUDE_BUILTINS, f"mcp__{MCP_SERVER_NAME}")),
         "--permission-prompt-tool",
         f"mcp__{MCP_SERVER_NAME}__{PROMPT_TOOL}",
     ),
+    private_args=("--disallowedTools", "{private_rules}"),
     resume_args=("--resume", "{session}"),
     config={
         "mcpServers": {
@@ -113,6 +104,7 @@ CLAUDE_CODE = CliSpec(
             }
         }
     },
+    env={"MCP_TOOL_TIMEOUT": str(CLIENT_TIMEOUT_SECONDS * 1000)},
 )
 
 # Codex: ``codex exec --json`` prints JSONL events; ``-`` reads the prompt from stdin. It has no

@@ -50,7 +50,12 @@ class StreamReader(abc.ABC):
         self.session: str | None = None  # the CLI's session id, to resume it with
         self.events = 0
         self.malformed = 0
-        self.tool_uses = 0
+        # Each tool call the CLI made, by how it ended as the CLI saw it: one that was refused
+        # (by aegis's gate, by the CLI's own settings, or by the CLI before it reached aegis)
+        # or that failed is not a call that worked, whatever the model says afterwards.
+        self.calls_worked = 0
+        self.calls_failed = 0
+        self.last_failed_call: str | None = None  # its tool, and why, in a few words
         self.input_tokens = 0
         self.output_tokens = 0
 
@@ -98,12 +103,23 @@ class StreamReader(abc.ABC):
         self.last_text = text
         return "writing: " + one_line(text)
 
-    def _used(self, what: str) -> str:
-        self.tool_uses += 1
-        return one_line(what)
+    def _ended_call(self, tool: Any, failed: bool, why: Any = None) -> None:
+        if not failed:
+            self.calls_worked += 1
+            return
+        self.calls_failed += 1
+        reason = clip_error(_text_of(why)) or "it failed"
+        self.last_failed_call = one_line(f"{tool}: {reason}", ERROR_CHARS)
 
 
 class ClaudeStream(StreamReader):
+    """A tool's use is an ``assistant`` event's ``tool_use`` block; how it ended, the
+    ``tool_result`` block (``is_error``) of a later ``user`` event with the same id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: dict[Any, Any] = {}  # tool_use id -> tool, until its result comes
+
     def event(self, event: dict[str, Any]) -> list[str]:
         kind = event.get("type")
         if "session_id" in event:
@@ -121,10 +137,16 @@ class ClaudeStream(StreamReader):
                 if block.get("type") == "text":
                     steps.append(self._wrote(block.get("text")))
                 elif block.get("type") == "tool_use":
-                    steps.append(
-                        self._used(f"using {block.get('name')}{_brief(block.get('input'))}")
-                    )
+                    self.pending[block.get("id")] = block.get("name")
+                    steps.append(one_line(f"using {block.get('name')}{_brief(block.get('input'))}"))
             return steps
+        if kind == "user":
+            content = (event.get("message") or {}).get("content") or []
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    tool = self.pending.pop(block.get("tool_use_id"), "a tool")
+                    self._ended_call(tool, block.get("is_error") is True, block.get("content"))
+            return []
         if kind == "result":
             self._usage(event.get("usage") or {})
             text = event.get("result")
@@ -178,12 +200,17 @@ class CodexStream(StreamReader):
             return self._wrote(item.get("text"))
         if kind == "reasoning":
             return "thinking"
-        if kind in ("command_execution", "mcp_tool_call", "web_search"):
-            self.tool_uses += 1
-            return None
-        if kind == "file_change":
-            paths = [c.get("path", "") for c in item.get("changes") or [] if isinstance(c, dict)]
-            return self._used("changing " + (", ".join(paths) or "files"))
+        if kind in ("command_execution", "mcp_tool_call", "web_search", "file_change"):
+            # status: completed, or failed (an MCP call refused by Codex's own approval or by
+            # aegis, a command that exited non-zero) or declined.
+            status = item.get("status")
+            failed = status not in (None, "completed") or item.get("error") is not None
+            why = (item.get("error") or {}).get("message") if failed else None
+            self._ended_call(_codex_tool(item), failed, why or _codex_result_text(item))
+            if kind == "file_change":
+                changes = item.get("changes") or []
+                paths = [c.get("path", "") for c in changes if isinstance(c, dict)]
+                return one_line("changing " + (", ".join(paths) or "files"))
         return None
 
 
@@ -206,8 +233,10 @@ class OpencodeStream(StreamReader):
                 return [self._wrote("\n".join(self.step_text))]
         elif kind == "tool_use":
             state = part.get("state") or {}
-            failed = " (failed)" if state.get("status") == "error" else ""
-            return [self._used(f"used {part.get('tool')}{_brief(state.get('input'))}{failed}")]
+            failed = state.get("status") != "completed"
+            self._ended_call(part.get("tool"), failed, state.get("error") or state.get("output"))
+            mark = " (failed)" if failed else ""
+            return [one_line(f"used {part.get('tool')}{_brief(state.get('input'))}{mark}")]
         elif kind == "step_finish":
             tokens = part.get("tokens") or {}
             self.input_tokens += _int(tokens.get("input"))
@@ -230,6 +259,33 @@ def clip_error(text: Any) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return None
     return one_line(text, ERROR_CHARS)
+
+
+def _text_of(content: Any) -> str | None:
+    """A tool result's text: a string, or the text parts of a list of content blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b.get("text") for b in content if isinstance(b, dict)]
+        return " ".join(p for p in parts if isinstance(p, str)) or None
+    return None
+
+
+def _codex_tool(item: dict[str, Any]) -> str:
+    if item.get("type") == "mcp_tool_call":
+        return f"{item.get('server')}.{item.get('tool')}"
+    if item.get("type") == "command_execution":
+        return one_line(str(item.get("command", "a command")), 60)
+    return str(item.get("type"))
+
+
+def _codex_result_text(item: dict[str, Any]) -> str | None:
+    """What a failed Codex item said: an MCP call's result text, a command's output."""
+    result = item.get("result")
+    if isinstance(result, dict):
+        return _text_of(result.get("content"))
+    output = item.get("aggregated_output")
+    return output if isinstance(output, str) else None
 
 
 def _brief(arguments: Any) -> str:

@@ -10,6 +10,8 @@ and then behaves as the request says:
 - ``garbage``: prints lines that are not JSON, exits 0;
 - ``silent``: prints nothing, exits 0;
 - ``report failure``: the CLI's own failure event in its stream, exits 0;
+- ``every call refused``: one tool call that ends refused, then a success saying so, exits 0
+  (the completed no-op: what Codex printed when its approval policy refused aegis's tool);
 - ``hang``: prints its first event and sleeps; ``stubborn`` also ignores SIGTERM;
   ``spawn a child`` first starts a child process (same process group) that sleeps too;
 - ``wait for go``: waits (at most a minute) for a file named ``go`` in its working directory,
@@ -33,6 +35,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+REFUSED = "MCP tool call requires approval, but approval policy is never"
+
 
 class Fake(abc.ABC):
     """One vendor's CLI: how it is started, and the events it prints."""
@@ -51,7 +55,8 @@ class Fake(abc.ABC):
     def started(self) -> list[dict]: ...
 
     @abc.abstractmethod
-    def tool_use(self, name: str, arguments: dict) -> list[dict]: ...
+    def tool_use(self, name: str, arguments: dict, refused: str | None = None) -> list[dict]:
+        """A tool's use and its end: done, or ``refused`` with that message."""
 
     @abc.abstractmethod
     def text(self, text: str) -> list[dict]: ...
@@ -170,6 +175,10 @@ def behave(fake: Fake, request: str, *, started: bool) -> None:
         sys.exit(3)
     if "report failure" in request:
         emit(fake.failed("the model is overloaded"))
+        return
+    if "every call refused" in request:
+        emit(fake.tool_use("aegis.demo_write_file", {"path": "x"}, refused=REFUSED))
+        emit(fake.finished("I could not write the file."))
         return
     if "hang" in request:
         if "stubborn" in request:

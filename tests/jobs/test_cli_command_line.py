@@ -14,7 +14,7 @@ import pytest
 from bot.agents.profiles import HarnessKind
 from bot.errors import HarnessFailed
 from jobs.harnesses.cli import _command
-from jobs.harnesses.cli_specs import CLAUDE_DENIED_TOOLS, CLIS, OPENCODE_PERMISSION
+from jobs.harnesses.cli_specs import CLAUDE_BUILTINS, CLIS, OPENCODE_PERMISSION
 from jobs.harnesses.opencode_project import refuse_widening_config
 from tests.helpers.cli_harness import profile
 
@@ -56,21 +56,21 @@ def test_an_agent_without_a_model_or_instructions_gets_neither_flag(tmp_path):
 # Each CLI's own mutating built-ins, as its command line and config say.
 
 
-def test_claude_code_denies_its_mutating_tools_and_allows_only_reading_ones(tmp_path):
+def test_claude_code_has_only_its_reading_built_ins_by_an_allow_list(tmp_path):
     rundir = tmp_path / "run"
     rundir.mkdir()
     kind = HarnessKind.CLAUDE_CODE
-    argv, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
-    denied = argv[argv.index("--disallowedTools") + 1].split(",")
-    assert set(denied) == set(CLAUDE_DENIED_TOOLS)
-    assert {"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "WebFetch", "WebSearch"} <= set(
-        denied
-    )
+    argv, env = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
+    # --tools is the list of built-ins that exist at all: one a later release adds is absent.
+    assert argv[argv.index("--tools") + 1].split(",") == ["Read", "Grep", "Glob"]
+    assert set(CLAUDE_BUILTINS) == {"Read", "Grep", "Glob"}
     allowed = argv[argv.index("--allowedTools") + 1].split(",")
-    assert not set(allowed) & set(denied)
+    assert allowed == ["Read", "Grep", "Glob", "mcp__aegis"]
+    assert "--disallowedTools" not in argv  # no data dir named, no deny rule to give
     assert argv[argv.index("--permission-mode") + 1] == "default"
     assert argv[argv.index("--permission-prompt-tool") + 1] == "mcp__aegis__permission_prompt"
     assert "--strict-mcp-config" in argv and "--dangerously-skip-permissions" not in argv
+    assert int(env["MCP_TOOL_TIMEOUT"]) > 25_000  # longer than aegis holds a gated call
 
 
 def test_claude_code_is_kept_out_of_aegis_data_dir(tmp_path):
@@ -82,8 +82,7 @@ def test_claude_code_is_kept_out_of_aegis_data_dir(tmp_path):
         CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=private
     )
     denied = argv[argv.index("--disallowedTools") + 1].split(",")
-    assert f"Read(//{str(private).lstrip('/')}/**)" in denied
-    assert set(CLAUDE_DENIED_TOOLS) <= set(denied)
+    assert denied == [f"Read(//{str(private).lstrip('/')}/**)"]
     with pytest.raises(HarnessFailed, match="cannot be told to keep out of it"):
         _command(
             CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=tmp_path / "a b"

@@ -61,7 +61,7 @@ def test_claude_stream_gives_steps_and_the_result_event():
     steps = feed(reader, CLAUDE_LINES)
     assert steps == ["started (claude-sonnet)", "using Bash ls", "writing: Two files."]
     assert reader.answer() == "There are two files."
-    assert (reader.tool_uses, reader.input_tokens, reader.output_tokens) == (1, 10, 4)
+    assert (reader.calls_worked, reader.input_tokens, reader.output_tokens) == (1, 10, 4)
     assert reader.failure is None and reader.malformed == 0
 
 
@@ -69,14 +69,77 @@ def test_codex_stream_answers_with_the_last_agent_message():
     reader = CodexStream()
     steps = feed(reader, CODEX_LINES)
     assert steps == ["running ls", "calling aegis.read_clock", "writing: Done."]
-    assert reader.answer() == "Done." and reader.tool_uses == 1
+    assert reader.answer() == "Done." and reader.calls_worked == 1
 
 
 def test_opencode_stream_answers_with_the_last_step_that_ended_the_turn():
     reader = OpencodeStream()
     steps = feed(reader, OPENCODE_LINES)
     assert steps == ["writing: Let me look.", "used bash", "writing: It is tidy."]
-    assert reader.answer() == "It is tidy."
+    assert reader.answer() == "It is tidy." and reader.calls_worked == 1
+
+
+# A call refused or failed, as each CLI prints it: Codex refusing an aegis tool before it
+# reaches aegis (approval policy never), a Claude Code tool result that is an error (a built-in
+# its settings deny, or aegis's "nothing was done"), an OpenCode tool part that ended in error.
+REFUSED = "MCP tool call requires approval, but approval policy is never"
+FAILED_CALLS = {
+    ClaudeStream: [
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "tool_use", "id": "t1", "name": "Write"}]},
+        },
+        {
+            "type": "user",
+            "message": {
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": True,
+                        "content": [{"type": "text", "text": REFUSED}],
+                    }
+                ]
+            },
+        },
+        {"type": "result", "subtype": "success", "is_error": False, "result": "I could not."},
+    ],
+    CodexStream: [
+        {
+            "type": "item.completed",
+            "item": {
+                "id": "i1",
+                "type": "mcp_tool_call",
+                "server": "aegis",
+                "tool": "tasks-create",
+                "status": "failed",
+                "error": {"message": REFUSED},
+            },
+        },
+        {"type": "item.completed", "item": {"id": "i2", "type": "agent_message", "text": "No."}},
+        {"type": "turn.completed", "usage": {}},
+    ],
+    OpencodeStream: [
+        {"type": "step_start", "part": {}},
+        {
+            "type": "tool_use",
+            "part": {"tool": "aegis_tasks-create", "state": {"status": "error", "error": REFUSED}},
+        },
+        {"type": "step_finish", "part": {"reason": "tool-calls"}},
+        {"type": "step_start", "part": {}},
+        {"type": "text", "part": {"text": "It did not work."}},
+        {"type": "step_finish", "part": {"reason": "stop"}},
+    ],
+}
+
+
+@pytest.mark.parametrize("reader_type", sorted(FAILED_CALLS, key=lambda t: t.__name__))
+def test_a_call_that_was_refused_or_failed_is_counted_apart_with_why(reader_type):
+    reader = reader_type()
+    feed(reader, FAILED_CALLS[reader_type])
+    assert (reader.calls_worked, reader.calls_failed) == (0, 1)
+    assert REFUSED in reader.last_failed_call
+    assert reader.answer() is not None  # the CLI calls it done; the harness does not (below)
 
 
 @pytest.mark.parametrize(
