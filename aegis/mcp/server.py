@@ -13,7 +13,9 @@ request stands alone, so a retry after a restart is just another request.
 
 ``permission_prompt`` is the tool Claude Code asks before it uses one of its own built-in tools
 (``--permission-prompt-tool mcp__aegis__permission_prompt``): the same policy decides, under the
-tool name ``cli.<Name>``.
+tool name ``cli.<Name>``. It is offered only to agents granted ``cli.*`` (those that ask). Claude
+Code also asks it about aegis's own tools (``mcp__aegis__<tool>``) when its settings do not allow
+them: those are allowed, because the call itself comes here and the gate decides it then.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from bot.tools.offer import OfferedTool, offered, tool_text, wire_name
 logger = logging.getLogger(__name__)
 PERMISSION_PROMPT = PROMPT_TOOL
 CLI_TOOL_PREFIX = "cli."
+# How Claude Code names a tool of this server (``claude mcp add … aegis …``, README).
+OWN_TOOL_PREFIX = "mcp__aegis__"
 HOLDER = "aegis_token_holder"  # where a verified request keeps who it speaks for
 MAX_BODY_BYTES = 1_048_576
 INSTRUCTIONS = (
@@ -97,6 +101,12 @@ class ServedTools:
             logger.error("agent %s: two granted tools share a name; none are offered", agent)
             return []
 
+    def asks_permission(self, agent: str) -> bool:
+        """Whether this agent is offered ``permission_prompt``: it is granted ``cli.*`` (a CLI
+        that asks aegis about its own built-ins)."""
+        spec = self.platform.catalog.agent(agent)
+        return spec is not None and any(g.startswith(CLI_TOOL_PREFIX) for g in spec.tools)
+
     async def list_tools(self, holder: TokenHolder) -> list[types.Tool]:
         tools = [
             types.Tool(
@@ -107,20 +117,21 @@ class ServedTools:
             )
             for tool in self.offer(holder.agent)
         ]
-        tools.append(
-            types.Tool(
-                name=PERMISSION_PROMPT,
-                description="Asked by Claude Code before it uses one of its own tools; "
-                "aegis's policy answers allow or deny.",
-                input_schema=PERMISSION_SCHEMA,
+        if self.asks_permission(holder.agent):
+            tools.append(
+                types.Tool(
+                    name=PERMISSION_PROMPT,
+                    description="Asked by Claude Code before it uses one of its own tools; "
+                    "aegis's policy answers allow or deny.",
+                    input_schema=PERMISSION_SCHEMA,
+                )
             )
-        )
         return tools
 
     async def call(
         self, holder: TokenHolder, name: str, args: Any, progress
     ) -> types.CallToolResult:
-        if name == PERMISSION_PROMPT:
+        if name == PERMISSION_PROMPT and self.asks_permission(holder.agent):
             return await self._permission(holder, args, progress)
         tool = {t.wire: t.name for t in self.offer(holder.agent)}.get(name)
         if tool is None:
@@ -148,8 +159,16 @@ class ServedTools:
         tool_input = args.get("input")
         if not isinstance(tool_input, dict):
             return _text("input must be an object", error=True)
-        tool = CLI_TOOL_PREFIX + args["tool_name"]
-        outcome = await self._held(holder, tool, tool_input, progress)
+        asked = args["tool_name"]
+        if asked.startswith(OWN_TOOL_PREFIX):
+            # One of this server's own tools: the call itself comes here next, and the gate
+            # decides it then; one not offered to this agent is refused now.
+            wire = asked.removeprefix(OWN_TOOL_PREFIX)
+            if wire in {t.wire for t in self.offer(holder.agent)}:
+                return _text(json.dumps({"behavior": "allow", "updatedInput": tool_input}))
+            outcome = await self._not_offered(holder, wire)
+            return _text(json.dumps({"behavior": "deny", "message": tool_text(outcome)}))
+        outcome = await self._held(holder, CLI_TOOL_PREFIX + asked, tool_input, progress)
         if outcome.ran:
             verdict = {"behavior": "allow", "updatedInput": tool_input}
         else:

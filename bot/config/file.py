@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from bot.agents import demo
-from bot.agents.profiles import AgentProfile, ScheduleSpec
+from bot.agents.profiles import AgentProfile, HarnessKind, ScheduleSpec
 from bot.config.sections import AGENT_KEYS, agent_profile, schedule_specs
 from bot.errors import MonitorRefused, PolicyConfigError, SchemaRefused, TaskRefused
 from bot.monitors import specs as monitor_specs
@@ -89,9 +89,10 @@ def load_config(path: Path | None) -> Config:
             )
         gate_view = _agent(path, str(slug), spec)
         profile = agent_profile(path, gate_view.slug, spec, gate_view.tools, gate_view.name)
-        if profile.harness is not None and profile.harness.is_cli:
-            # A coding CLI asks about its own built-ins (cli.<Name>, see
-            # bot/tools/declarations.py); the gate decides each by its effect.
+        if profile.harness is HarnessKind.CLAUDE_CODE:
+            # Claude Code asks about its own built-ins (cli.<Name>, see
+            # bot/tools/declarations.py); the gate decides each by its effect. Codex and
+            # OpenCode never ask: their built-ins are set on their command line and config.
             gate_view = replace(gate_view, tools=gate_view.tools | {declarations.CLI_FAMILY})
         catalog.add_agent(gate_view)
         agents[gate_view.slug] = profile

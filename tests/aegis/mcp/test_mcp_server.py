@@ -35,6 +35,9 @@ agents:
   runner:
     harness: claude-code
     tools: [demo.read_clock]
+  coded:
+    harness: codex
+    tools: [demo.read_clock]
 """
 RETRY = "Retry this identical call now"
 
@@ -193,7 +196,7 @@ async def test_an_irreversible_call_runs_after_the_tap_and_the_code(stack):
 async def test_a_read_answers_at_once_and_the_list_shows_only_granted_tools(stack):
     async with mcp_client(stack.settings, await token_of(stack, "other")) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert names == {"demo-read_clock", "runs-list", "permission_prompt"}
+        assert names == {"demo-read_clock", "runs-list"}  # no cli.*: no permission prompt
         result = await client.call_tool("demo-read_clock", {})
     assert not result.is_error and text_of(result).startswith("the server clock says")
 
@@ -378,16 +381,43 @@ async def test_a_cli_agent_may_ask_about_its_built_ins_and_no_other_agent_may(st
         todo = {"tool_name": "TodoWrite", "input": {"todos": []}}
         held = json.loads(text_of(await client.call_tool("permission_prompt", todo)))
     async with mcp_client(stack.settings, await token_of(stack, "other")) as client:
-        refused = json.loads(text_of(await client.call_tool("permission_prompt", read)))
+        refused = await client.call_tool("permission_prompt", read)
     assert allowed["behavior"] == "allow"
     # A built-in nobody declared has no known effect: a card that needs a code.
     assert held["behavior"] == "deny" and RETRY in held["message"]
     card = await message_with(stack, r"cli\.TodoWrite")
     assert "Approve (then a code)" in str(card["reply_markup"])
-    assert refused == {
-        "behavior": "deny",
-        "message": "Refused: other is not granted cli.Grep. Nothing was done.",
-    }
+    # An agent not granted cli.* is not offered the prompt, and cannot call it either.
+    assert refused.is_error
+    assert "no tool called 'permission_prompt' is offered to other" in text_of(refused)
+
+
+async def test_only_claude_code_agents_and_cli_grants_are_offered_the_permission_prompt(stack):
+    offered = {}
+    for agent in ("runner", "coder", "coded", "other"):
+        async with mcp_client(stack.settings, await token_of(stack, agent)) as client:
+            offered[agent] = {tool.name for tool in (await client.list_tools()).tools}
+    asking = {agent for agent, names in offered.items() if "permission_prompt" in names}
+    assert asking == {"runner", "coder"}  # a claude-code harness, and a cli.* grant
+
+
+async def test_the_permission_prompt_about_aegis_own_tools_leaves_them_to_the_gate(stack):
+    """Claude Code, configured by hand, asks the prompt about aegis's own tools too: one offered
+    is allowed (the call itself comes to the gate next), one not offered is refused."""
+    ask = {"tool_name": "mcp__aegis__demo-write_file", "input": {"path": "a", "content": "b"}}
+    other = {"tool_name": "mcp__aegis__tasks-create", "input": {"title": "x"}}
+    async with mcp_client(stack.settings, await token_of(stack, "coder")) as client:
+        allowed = json.loads(text_of(await client.call_tool("permission_prompt", ask)))
+        read = {"tool_name": "mcp__aegis__demo-read_clock", "input": {}}
+        also = json.loads(text_of(await client.call_tool("permission_prompt", read)))
+    async with mcp_client(stack.settings, await token_of(stack, "runner")) as client:
+        refused = json.loads(text_of(await client.call_tool("permission_prompt", other)))
+    assert allowed == {"behavior": "allow", "updatedInput": ask["input"]}
+    assert also["behavior"] == "allow"
+    assert refused["behavior"] == "deny" and "is offered to runner" in refused["message"]
+    async with stack.store.read() as conn:
+        cards = (await conn.execute(select(interactions))).all()
+    assert cards == []  # nothing asked of the owner: the calls themselves are gated
 
 
 def running_platform(stack):
@@ -433,5 +463,5 @@ async def test_a_grant_added_to_aegis_yaml_is_offered_without_a_restart(stack):
         after = {tool.name for tool in (await client.list_tools()).tools}
         refused = await client.call_tool("demo-read_clock", {})
     assert "demo-read_clock" in before and "runs-status" not in before
-    assert after == {"runs-list", "runs-status", "permission_prompt"}
+    assert after == {"runs-list", "runs-status"}
     assert refused.is_error and "is offered to other" in text_of(refused)
