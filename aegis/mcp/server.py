@@ -178,7 +178,22 @@ class ServedTools:
     async def _held(self, holder: TokenHolder, tool: str, args: Any, progress) -> CallOutcome:
         chat_id = await self._chat_for(holder)
         call = ToolCall(holder.agent, tool, args, chat_id, holder.run_id)
-        return await self.held.call(call, progress=progress)
+        on_hold = None
+        if holder.run_id is not None:
+            run_id = holder.run_id
+
+            async def on_hold(card: int) -> None:
+                await self._show_waiting(run_id, card)
+
+        return await self.held.call(call, progress=progress, on_hold=on_hold)
+
+    async def _show_waiting(self, run_id: int, card: int) -> None:
+        """The run's message says what it waits for, from here: a CLI may print nothing about a
+        call until it has ended (OpenCode), and a held call has not."""
+        step = f"waiting for your approval on card #{card}"
+        run = await self.platform.runs.show_step(run_id, step)
+        if run is not None:
+            await self.platform.show_run(run)
 
     async def _chat_for(self, holder: TokenHolder) -> int | None:
         if holder.run_id is not None:

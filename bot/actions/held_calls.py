@@ -97,10 +97,17 @@ class HeldCalls:
         for event in self._waiting.get(card, ()):
             event.set()
 
-    async def call(self, call: ToolCall, *, progress: Progress = _no_progress) -> CallOutcome:
+    async def call(
+        self,
+        call: ToolCall,
+        *,
+        progress: Progress = _no_progress,
+        on_hold: Callable[[int], Awaitable[None]] | None = None,
+    ) -> CallOutcome:
         """Make the call through the gate; if it is gated, hold it until the card is settled
         or ``hold`` seconds have passed, whichever is first. A call with no chat to ask in
-        (``chat_id`` None) runs only what the gate allows outright."""
+        (``chat_id`` None) runs only what the gate allows outright. ``on_hold`` is told the
+        card a call is about to be held on (a run shows it in its message)."""
         agent = call.agent
         if call.args_hash is None:
             return await self._perform(call, None)  # the gate refuses it, saying why
@@ -118,6 +125,11 @@ class HeldCalls:
         if outcome.status is not CallStatus.GATED:
             return outcome
         card = outcome.interaction_id
+        if on_hold is not None:
+            try:
+                await on_hold(card)
+            except Exception:  # showing the wait is worth less than the call itself
+                logger.warning("%s: the wait on card #%s was not shown", agent, card, exc_info=True)
         if self._held[agent] >= MAX_HELD:
             await asyncio.sleep(CROWDED_PAUSE)
             return CallOutcome(CallStatus.GATED, _still_waiting(card, self.hold), None, card)

@@ -226,6 +226,24 @@ class AgentRuns:
             watching=watch_id,
         )
 
+    async def show_step(self, run_id: int, step: str) -> AgentRun | None:
+        """A running run's step, set from outside its harness (the MCP server, holding one of
+        its calls on a card); None when it is not running or already says so."""
+        async with self.store.write() as conn:
+            moved = await conn.execute(
+                update(agent_runs)
+                .where(
+                    agent_runs.c.id == run_id,
+                    agent_runs.c.status == RunState.RUNNING,
+                    agent_runs.c.step != step[:200],
+                )
+                .values(step=step[:200])
+            )
+            if moved.rowcount != 1:
+                return None
+            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
+        return AgentRun.from_row(row)
+
     async def show_waiting(self, run_id: int, watch_id: int, step: str) -> AgentRun | None:
         """A parked run's step, as the process watch it waits on goes (its progress)."""
         async with self.store.write() as conn:

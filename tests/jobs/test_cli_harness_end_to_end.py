@@ -175,6 +175,12 @@ async def test_a_cli_reaches_aegis_tools_over_mcp_as_its_run_and_waits_for_the_t
     assert f"{slug} wants to run 'demo.write_file'" in card["text"]
     demo_file = stack.settings.data_dir / "demo" / name
     assert not demo_file.exists()
+    # The run's message says what it waits for, from the server's side (whatever the CLI
+    # printed: OpenCode says nothing of a call until it has ended).
+    card_id = re.search(r"card #(\d+)", card["text"]).group(1)
+    waiting = f"Step: waiting for your approval on card #{card_id}"
+    shown = await message_with(stack, rf"^Run #{run_id} .*{waiting}")
+    assert f"Run #{run_id} · {slug} · running" in shown["text"]
     tapped = await stack.emulator.tap(OWNER_CHAT, card["message_id"], buttons(card)["Approve"])
     assert tapped
     ended = await run_in(stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=30)
