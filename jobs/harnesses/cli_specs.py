@@ -147,6 +147,9 @@ CODEX = CliSpec(
         f"mcp_servers.{MCP_SERVER_NAME}.url={{mcp_url_toml}}",
         "-c",
         f'mcp_servers.{MCP_SERVER_NAME}.bearer_token_env_var="{TOKEN_ENV}"',
+        # A hard cap on one call (progress does not extend it): past the hold.
+        "-c",
+        f"mcp_servers.{MCP_SERVER_NAME}.tool_timeout_sec={CLIENT_TIMEOUT_SECONDS}",
     ),
     prompt_args=("-",),
     # ``codex exec [OPTIONS] resume <SESSION_ID> -``: the options stay before the subcommand
@@ -213,6 +216,8 @@ OPENCODE = CliSpec(
                 "url": "{mcp_url}",
                 "headers": {"Authorization": "Bearer {token}"},
                 "enabled": True,
+                # ms for one call, reset by each progress note: past the hold all the same.
+                "timeout": CLIENT_TIMEOUT_SECONDS * 1000,
             }
         },
         "instructions": ["{instructions_file}"],

@@ -97,6 +97,8 @@ def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
     assert argv[argv.index("--sandbox") + 1] == "read-only"
     assert 'approval_policy="never"' in argv and 'approvals_reviewer="user"' in argv
     assert argv[0] == "exec" and argv[-1] == "-"  # the overrides are exec's, before the prompt
+    # Its cap on one MCP call is hard (progress does not extend it): past aegis's 25 s hold.
+    assert "mcp_servers.aegis.tool_timeout_sec=120" in argv
 
 
 def test_opencode_denies_its_tools_in_the_config_that_outranks_the_project(tmp_path):
@@ -109,6 +111,7 @@ def test_opencode_denies_its_tools_in_the_config_that_outranks_the_project(tmp_p
     assert "tok-9" not in env["OPENCODE_CONFIG_CONTENT"]  # the token stays in the 0600 file
     written = json.loads((rundir / "config.json").read_text())
     assert written["permission"] == OPENCODE_PERMISSION
+    assert written["mcp"]["aegis"]["timeout"] > 25_000  # ms; past aegis's hold of a call
     assert [rule for rule in OPENCODE_PERMISSION.values()][0] == "deny"
 
 
