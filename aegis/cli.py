@@ -281,7 +281,8 @@ def run_doctor(settings: Settings) -> int:
 
     findings = asyncio.run(diagnose(settings))
     for finding in findings:
-        print(f"{'ok ' if finding.ok else 'FIX'}  {finding.text}")
+        label = "FIX " if not finding.ok else "warn" if finding.warn else "ok  "
+        print(f"{label} {finding.text}")
     problems = sum(not finding.ok for finding in findings)
     print(f"\n{problems} problem(s) found." if problems else "\nAll good.")
     return 1 if problems else 0

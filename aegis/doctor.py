@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import redis
 from redis.backoff import NoBackoff
@@ -24,12 +27,16 @@ from bot.config.settings import Settings, is_loopback
 from bot.errors import PolicyConfigError, StoreError
 from bot.store import migrate
 from bot.store.database import Store
+from jobs.harnesses.cli_specs import CLIS
+
+VERSION = re.compile(r"\d+\.\d+\.\d+")
 
 
 @dataclass(frozen=True)
 class Finding:
     ok: bool
     text: str
+    warn: bool = False  # worth knowing, not a problem to fix (a CLI version the tests skip)
 
 
 async def diagnose(settings: Settings) -> list[Finding]:
@@ -203,14 +210,18 @@ def _config_file(settings: Settings) -> list[Finding]:
             f"a harness), {len(rules)} triage rules and {len(config.schedules)} schedules.",
         )
     ]
+    private = settings.data_dir.resolve()
     for agent in config.agents.values():
-        findings += [Finding(False, f"{path}: {problem}") for problem in _agent_problems(agent)]
+        problems = _agent_problems(agent, private)
+        findings += [Finding(False, f"{path}: {problem}") for problem in problems]
+        findings += _cli_version(agent)
     return findings
 
 
-def _agent_problems(agent: AgentProfile) -> list[str]:
+def _agent_problems(agent: AgentProfile, private: Path) -> list[str]:
     """What would stop an agent's run on this machine: a missing CLI, working directory or
-    API key. The file itself is valid; these are the machine's side."""
+    API key, or a workdir that holds aegis's data dir (``private``). The file itself is valid;
+    these are the machine's side."""
     place = f"agents.{agent.slug}"
     problems = []
     if agent.harness is not None and agent.harness.is_cli:
@@ -222,6 +233,13 @@ def _agent_problems(agent: AgentProfile) -> list[str]:
             )
     if agent.workdir is not None and not agent.workdir.is_dir():
         problems.append(f"{place}.workdir: {agent.workdir} is not a directory")
+    elif agent.workdir is not None and private.is_relative_to(agent.workdir.resolve()):
+        # A coding CLI reads its workdir unasked (Codex's read-only shell, Claude Code or
+        # OpenCode as a user configured them): aegis's secrets would reach the model.
+        problems.append(
+            f"{place}.workdir: aegis's data dir {private} lies inside {agent.workdir}, where "
+            "the agent's own tools read without asking; move AEGIS_DATA_DIR out of it"
+        )
     for index, provider in enumerate(agent.providers):
         if provider.key_env and not os.environ.get(provider.key_env):
             problems.append(
@@ -229,3 +247,34 @@ def _agent_problems(agent: AgentProfile) -> list[str]:
                 f"{provider.key_env} is not set, so {provider.url} cannot be asked"
             )
     return problems
+
+
+def _cli_version(agent: AgentProfile) -> list[Finding]:
+    """The installed version of an agent's coding CLI, beside the one aegis's tests run."""
+    spec = CLIS.get(agent.harness) if agent.harness is not None else None
+    command = shutil.which(agent.command or spec.executable) if spec is not None else None
+    if spec is None or command is None:
+        return []  # not a CLI agent, or its missing command is already a problem above
+    place = f"agents.{agent.slug}"
+    try:
+        asked = [command, "--version"]  # the agent's own command, from the owner's aegis.yaml
+        shown = subprocess.run(  # noqa: S603
+            asked, capture_output=True, text=True, timeout=20, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return [Finding(False, f"{place}: {command} --version did not answer ({exc})")]
+    found = VERSION.search(shown or "")
+    if found is None:
+        return [Finding(False, f"{place}: {command} --version printed no version")]
+    version = found.group(0)
+    if version == spec.tested:
+        return [Finding(True, f"{place}: {spec.name} {version}, the version aegis's tests run.")]
+    return [
+        Finding(
+            True,
+            f"{place}: {spec.name} {version} is installed; aegis's tests run {spec.tested} "
+            f"(npm install -g {spec.package}@{spec.tested}). Its own tools stay off either way; "
+            "its flags and output are what may differ.",
+            warn=True,
+        )
+    ]

@@ -49,6 +49,10 @@ class CliSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     # Called with the workdir before anything is started; raises HarnessFailed to refuse it.
     preflight: Callable[[Path], None] | None = None
+    # The npm package and the version of it the tests run for real (tests/helpers/vendor_clis.py
+    # installs it; `aegis doctor` compares what is installed).
+    package: str = ""
+    tested: str = ""
 
     @property
     def name(self) -> str:
@@ -76,6 +80,8 @@ class CliSpec:
 CLAUDE_BUILTINS = ("Read", "Grep", "Glob")
 CLAUDE_CODE = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.CLAUDE_CODE],
+    package="@anthropic-ai/claude-code",
+    tested="2.1.332",
     args=("-p", "--output-format", "stream-json", "--verbose"),
     reader=ClaudeStream,
     model_args=("--model", "{model}"),
@@ -124,6 +130,8 @@ CLAUDE_CODE = CliSpec(
 # called by Codex itself, outside the sandbox, so its tools still reach the gate.
 CODEX = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.CODEX],
+    package="@openai/codex",
+    tested="0.171.0",
     args=(
         "exec",
         "--json",
@@ -204,6 +212,8 @@ OPENCODE_LOCKED = {
 }
 OPENCODE = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.OPENCODE],
+    package="opencode-ai",
+    tested="1.18.33",
     args=("run", "--format", "json"),
     reader=OpencodeStream,
     model_args=("--model", "{model}"),

@@ -138,6 +138,37 @@ def test_doctor_names_what_stops_an_agent_running_on_this_machine(tmp_path):
     )
 
 
+def test_doctor_names_a_workdir_holding_aegis_data_and_each_clis_version(tmp_path):
+    """A workdir that holds the data dir (./.aegis here) lets an agent's own tools read aegis's
+    secrets: a problem. A CLI's version beside the one the tests run: a note, not a problem."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shows = {"claude-old": "2.1.300 (Claude Code)", "codex-now": "codex-cli 0.171.0"}
+    for name, shown in shows.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\necho '{shown}'\n")
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "aegis.yaml").write_text(
+        "agents:\n"
+        f"  coder:\n    harness: claude-code\n    command: {bin_dir / 'claude-old'}\n"
+        f"    workdir: {tmp_path}\n"
+        f"  cody:\n    harness: codex\n    command: {bin_dir / 'codex-now'}\n"
+        f"    workdir: {tmp_path / 'work'}\n"
+    )
+    doctor = run(["doctor"], tmp_path)
+    assert doctor.returncode == 1
+    data_dir = (tmp_path / ".aegis").resolve()
+    assert f"FIX  aegis.yaml: agents.coder.workdir: aegis's data dir {data_dir} lies inside" in (
+        doctor.stdout
+    )
+    assert "agents.cody.workdir" not in doctor.stdout  # a workdir beside it is fine
+    assert (
+        "warn agents.coder: claude 2.1.300 is installed; aegis's tests run 2.1.332 "
+        "(npm install -g @anthropic-ai/claude-code@2.1.332)" in doctor.stdout
+    )
+    assert "ok   agents.cody: codex 0.171.0, the version aegis's tests run." in doctor.stdout
+
+
 def test_totp_init_prints_uri_and_qr_and_refuses_to_overwrite(tmp_path):
     first = run(["totp", "init"], tmp_path)
     assert first.returncode == 0
