@@ -73,6 +73,7 @@ class CliHarness:
         if self.spec.preflight is not None:
             self.spec.preflight(workdir)
         wiring = self.wiring or await Wiring.of_this_worker()
+        _keeps_out_of(wiring.data_dir, ctx.agent, workdir)
         ttl = timedelta(seconds=max(ctx.remaining(), 0)) + TOKEN_SLACK
         token = await wiring.tokens.mint_for_run(ctx.agent.slug, ctx.run.id, ttl)
         session, prompt = _resuming(ctx)
@@ -165,6 +166,17 @@ def _workdir(agent: AgentProfile, spec: CliSpec) -> Path:
     if not agent.workdir.is_dir():
         raise HarnessFailed(f"{agent.slug}'s workdir {agent.workdir} is not a directory.")
     return agent.workdir
+
+
+def _keeps_out_of(private: Path | None, agent: AgentProfile, workdir: Path) -> None:
+    """A CLI reads its workdir without asking (OpenCode's grep and Codex's shell among others,
+    which no rule keeps from a folder inside it), so a workdir that holds aegis's data dir
+    (``private``: its secrets) is refused before anything starts."""
+    if private is not None and private.is_relative_to(workdir.resolve()):
+        raise HarnessFailed(
+            f"aegis's data dir {private} lies inside {agent.slug}'s workdir {workdir}, where "
+            "the CLI reads without asking; move AEGIS_DATA_DIR out of it (aegis doctor checks)"
+        )
 
 
 def _executable(agent: AgentProfile, spec: CliSpec) -> str:

@@ -54,8 +54,10 @@ def config_text(root: Path) -> str:
     agents["stuck"] = {"harness": "claude-code", "command": str(FAKES / "claude"), "deadline": 2}
     agents["homeless"] = {"harness": "codex", "command": str(FAKES / "codex")}
     agents["ghost"] = {"harness": "opencode", "command": str(root / "no-such-opencode")}
+    agents["nosy"] = {"harness": "opencode", "command": str(FAKES / "opencode")}
     for slug, spec in agents.items():
         workdir = root / "no-such-dir" if slug == "homeless" else root / slug
+        workdir = root.parent if slug == "nosy" else workdir  # it holds aegis's data dir
         workdir.parent.mkdir(parents=True, exist_ok=True)
         if slug != "homeless":
             workdir.mkdir(exist_ok=True)
@@ -305,6 +307,7 @@ async def test_cancel_kills_a_running_cli_and_its_child(stack):
 
 
 async def test_a_cli_agent_without_its_workdir_or_its_command_fails_in_words(stack):
+    """Also one whose workdir holds aegis's data dir: refused before the CLI starts."""
     run_id = await start(stack, "/run homeless do something")
     ended = await run_in(stack, run_id, RunState.FAILED, RunState.COMPLETED)
     assert (
@@ -314,6 +317,14 @@ async def test_a_cli_agent_without_its_workdir_or_its_command_fails_in_words(sta
     ended = await run_in(stack, run_id, RunState.FAILED, RunState.COMPLETED)
     assert "ghost's command" in ended["error"] and "was not found" in ended["error"]
     await message_with(stack, rf"^Run #{run_id} failed: ghost's command")
+    run_id = await start(stack, "/run nosy read everything")
+    ended = await run_in(stack, run_id, RunState.FAILED, RunState.COMPLETED)
+    data_dir = stack.settings.data_dir.resolve()
+    assert ended["error"].startswith(
+        f"aegis's data dir {data_dir} lies inside nosy's workdir {stack.workdirs.parent}, where "
+        "the CLI reads without asking; move AEGIS_DATA_DIR out of it"
+    )
+    assert not (stack.workdirs.parent / "fake-opencode.jsonl").exists()  # never started
     async with stack.store.read() as conn:  # refused before a token was made or a model used
         assert (await conn.execute(select(agent_tokens))).all() == []
         assert (await conn.execute(select(model_calls))).all() == []
