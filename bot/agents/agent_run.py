@@ -30,9 +30,19 @@ class RunState(enum.StrEnum):
 ENDED = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED})
 
 
+# Counted in a run's effects but changing nothing: calls refused, failed or denied
+# (``calls_*``), and cards that only asked.
+NOT_EFFECTS = ("calls_", "cards_asked")
+
+
 def completed_with_no_effect(status: str, effects: dict | None) -> bool:
-    """The completed no-op: a run that says it is done and changed nothing (a finding)."""
-    counts = [value for value in (effects or {}).values() if isinstance(value, int | float)]
+    """The completed no-op: a run that says it is done and changed nothing (a finding). A call
+    that was refused or failed changed nothing either."""
+    counts = [
+        value
+        for name, value in (effects or {}).items()
+        if isinstance(value, int | float) and not name.startswith(NOT_EFFECTS)
+    ]
     return status == RunState.COMPLETED and sum(counts) == 0
 
 

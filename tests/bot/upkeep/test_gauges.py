@@ -58,6 +58,7 @@ async def test_the_gauges_read_what_the_tables_hold(store):
             run("completed", {"tool_calls": 2}),
             run("completed", {"tool_calls": 0}),
             run("completed", {}),
+            run("completed", {"calls_denied": 2, "calls_failed": 1, "cards_asked": 1}),
             run("failed", {}),
         ],
     )
@@ -83,8 +84,8 @@ async def test_the_gauges_read_what_the_tables_hold(store):
     )
     gauges = await read_gauges(store)
     assert gauges.runs_under_way == {"queued": 1, "running": 0, "parked": 2}
-    assert gauges.recent_endings == {"completed": 3, "failed": 1, "timed_out": 0, "cancelled": 0}
-    assert gauges.recent_no_effect == 2
+    assert gauges.recent_endings == {"completed": 4, "failed": 1, "timed_out": 0, "cancelled": 0}
+    assert gauges.recent_no_effect == 3  # refused and failed calls changed nothing
     assert set(gauges.model_last_ok) == {("p", "good")}  # "broken" never answered
     assert abs((now() - gauges.model_last_ok[("p", "good")]).total_seconds() - 3600) < 60
     assert gauges.outbox == {"pending": 1, "failed": 1}
