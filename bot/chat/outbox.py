@@ -18,6 +18,7 @@ the call ran, so changing the file afterwards cannot change what arrives.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
@@ -31,6 +32,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bot.chat.outbox_statements import (
     CLAIM_NEXT_IN_CHAT,
     OLDEST_IN_CHAT_SQL,
+    PG_CLAIM_NEXT_IN_CHAT,
+    PG_RECORD_LAST_PART,
+    PG_RECORD_PART,
     RECORD_LAST_PART,
     RECORD_PART,
     UNSENT,
@@ -295,6 +299,10 @@ class Outbox:
         can run at once, the second finds the row taken when it re-reads it.
         """
         moment = now()
+        if not self.store.is_sqlite:
+            async with self.store.driver() as pg:
+                row = await pg.fetchrow(PG_CLAIM_NEXT_IN_CHAT, message_id, moment, moment + LEASE)
+            return _from_driver(row) if row is not None else None
         if self._nothing_to_claim(message_id, moment):
             return None
         async with self.store.write() as conn:
@@ -329,6 +337,8 @@ class Outbox:
         ids = [*message.telegram_message_ids, telegram_message_id]
         moment = now()
         done = len(ids) == len(message.parts)
+        if not self.store.is_sqlite:
+            return await self._record_on_postgres(message, ids, moment, claim_next=claim_next)
         held = {"id_": message.id, "held_lease": message.lease_until}
         async with self.store.write() as conn:
             if done:
@@ -347,6 +357,31 @@ class Outbox:
         message.telegram_message_ids = ids
         message.parts_sent = len(ids)
         message.lease_until = None if done else values["lease_until"]
+        return following
+
+    async def _record_on_postgres(
+        self, message: OutgoingMessage, ids: list[int], moment: datetime, *, claim_next: bool
+    ) -> OutgoingMessage | None:
+        """``record_part`` as one statement through the driver: the record and the claim of
+        the chat's next row are one round trip, not BEGIN, two statements and COMMIT."""
+        done = len(ids) == len(message.parts)
+        held = (message.id, message.lease_until, len(ids), json.dumps(ids))
+        following = None
+        async with self.store.driver() as pg:
+            if done:
+                row = await pg.fetchrow(
+                    PG_RECORD_LAST_PART, *held, moment, moment + LEASE, claim_next
+                )
+                recorded = row["recorded"] == 1
+                following = _from_driver(row) if row["id"] is not None else None
+            else:
+                status = await pg.execute(PG_RECORD_PART, *held, moment + LEASE)
+                recorded = status == "UPDATE 1"
+        if not recorded:
+            raise LeaseLost(f"outbox {message.id} was taken over by another delivery")
+        message.telegram_message_ids = ids
+        message.parts_sent = len(ids)
+        message.lease_until = None if done else moment + LEASE
         return following
 
     # A delivery passes the message it claimed (``held``): the change then applies only while
@@ -453,3 +488,25 @@ async def _claim_next_in_chat(conn, message_id: int, moment) -> OutgoingMessage 
     params = {"of_message": message_id, "moment": moment, "lease_until": moment + LEASE}
     row = (await conn.execute(CLAIM_NEXT_IN_CHAT, params)).first()
     return OutgoingMessage.from_row(row) if row else None
+
+
+def _from_driver(row) -> OutgoingMessage:
+    """A row as asyncpg returns it (Store.driver), its JSON decoded by SQLAlchemy's codec."""
+    return OutgoingMessage(
+        id=row["id"],
+        chat_id=row["chat_id"],
+        kind=OutboxKind(row["kind"]),
+        parts=list(row["parts"]),
+        reply_markup=row["reply_markup"],
+        reply_to_message_id=row["reply_to_message_id"],
+        parts_sent=row["parts_sent"],
+        telegram_message_ids=list(row["telegram_message_ids"]),
+        attempts=row["attempts"],
+        lease_until=row["lease_until"],
+        caption=row["caption"],
+        edit_of=row["edit_of"],
+        reply_to_outbox=row["reply_to_outbox"],
+        idempotency_key=row["idempotency_key"],
+        last_error=row["last_error"],
+        thread_id=row["thread_id"],
+    )

@@ -117,3 +117,64 @@ def claimable(table, moment):
 
 
 CLAIM_NEXT_IN_CHAT = claim_statement()
+
+
+# Postgres runs the delivery's statements through the driver itself (Store.driver): one round
+# trip each, no transaction around them, no SQLAlchemy work per call. They say what
+# CLAIM_NEXT_IN_CHAT, RECORD_PART and RECORD_LAST_PART say (written out, not composed: SQL built
+# from strings is SQL nobody can read whole), and the outbox tests run on both databases. Both
+# return the columns ``_from_driver`` (bot/chat/outbox.py) makes an OutgoingMessage of. JSON
+# parameters are passed as text (json.dumps): the codec SQLAlchemy installs sends text as is.
+
+# $1 a row of the chat, $2 now, $3 the lease's end.
+PG_CLAIM_NEXT_IN_CHAT = """
+UPDATE outbox SET status = 'sending', lease_until = $3, attempts = attempts + 1
+WHERE id = (
+    SELECT min(id) FROM outbox
+    WHERE chat_id = (SELECT chat_id FROM outbox WHERE id = $1)
+    AND status IN ('pending', 'sending')
+) AND (
+    status = 'pending' AND (lease_until IS NULL OR lease_until <= $2)
+    OR status = 'sending' AND lease_until < $2
+)
+RETURNING id, chat_id, thread_id, idempotency_key, kind, parts, reply_markup,
+    reply_to_message_id, caption, reply_to_outbox, edit_of, lease_until, parts_sent,
+    telegram_message_ids, attempts, last_error
+"""
+
+# $1 id, $2 the held lease, $3 parts sent, $4 the Telegram ids (JSON text), $5 the next lease.
+PG_RECORD_PART = """
+UPDATE outbox SET parts_sent = $3, telegram_message_ids = $4, lease_until = $5
+WHERE id = $1 AND status = 'sending' AND lease_until = $2
+"""
+
+# The last part recorded and, with $7, the chat's next row claimed, in one statement: a
+# delivery draining a chat spends one round trip per message. Both halves see the rows as they
+# were before the statement, so to the claim the row just recorded is still 'sending': it is
+# left out by its id (it is sent now). Nothing is claimed unless the record applied.
+# $1 id, $2 the held lease, $3 parts sent, $4 the Telegram ids (JSON text), $5 now, $6 the
+# next row's lease, $7 whether to claim. One row: whether it was recorded, and the claimed
+# row's columns (NULL when none was).
+PG_RECORD_LAST_PART = """
+WITH recorded AS (
+    UPDATE outbox SET status = 'sent', parts_sent = $3, telegram_message_ids = $4,
+        last_error = NULL, sent_at = $5
+    WHERE id = $1 AND status = 'sending' AND lease_until = $2
+    RETURNING chat_id
+), claimed AS (
+    UPDATE outbox SET status = 'sending', lease_until = $6, attempts = attempts + 1
+    WHERE $7 AND id = (
+        SELECT min(id) FROM outbox
+        WHERE chat_id = (SELECT chat_id FROM recorded)
+        AND status IN ('pending', 'sending') AND id <> $1
+    ) AND (
+        status = 'pending' AND (lease_until IS NULL OR lease_until <= $5)
+        OR status = 'sending' AND lease_until < $5
+    )
+    RETURNING id, chat_id, thread_id, idempotency_key, kind, parts, reply_markup,
+        reply_to_message_id, caption, reply_to_outbox, edit_of, lease_until, parts_sent,
+        telegram_message_ids, attempts, last_error
+)
+SELECT (SELECT count(*) FROM recorded) AS recorded, claimed.*
+FROM (SELECT 1) AS one LEFT JOIN claimed ON true
+"""

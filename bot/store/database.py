@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, CursorResult, Engine, make_url
@@ -100,6 +101,39 @@ class Store:
                 return
             async with self._sqlite_write_lock() as conn:
                 yield conn
+
+    @contextlib.asynccontextmanager
+    async def driver(self) -> AsyncIterator[Any]:
+        """Postgres only: a pooled connection's own asyncpg connection, outside any
+        transaction, for the hottest statements (the outbox's claim and record).
+
+        A transaction through SQLAlchemy is BEGIN, the statements and COMMIT, a round trip
+        each, and every statement crosses a greenlet and SQLAlchemy's execution context: on
+        the delivery's path that was most of the worker's database time. Here each statement
+        is a transaction of its own, one round trip, prepared once per connection (asyncpg's
+        statement cache); what must be atomic is one statement (a data-modifying CTE).
+        Parameters and results are asyncpg's, through the codec SQLAlchemy installs on every
+        connection: a JSON parameter is passed as text, a JSON column comes back decoded. A
+        lost connection is dropped from the pool and raised as StoreError, as ``write`` raises
+        it."""
+        if self.is_sqlite:
+            raise RuntimeError("driver() is for Postgres; use write() on SQLite")
+        async with _translate_outages(self):
+            conn = await self._connect(self.write_engine)
+            try:
+                raw = await conn.get_raw_connection()
+                try:
+                    yield raw.driver_connection
+                except _driver_outages() as exc:
+                    await conn.invalidate()
+                    raise StoreError(
+                        f"the database ({self.describe()}) is unavailable: {_reason(exc)}"
+                    ) from exc
+                except asyncio.CancelledError:
+                    await conn.invalidate()  # a statement cut off may leave it mid-exchange
+                    raise
+            finally:
+                await conn.close()
 
     async def _connect(self, engine: AsyncEngine) -> AsyncConnection:
         """A connection from the pool. Not getting one is always an outage, whatever the
@@ -264,6 +298,20 @@ async def _translate_outages(store: Store) -> AsyncIterator[None]:
                 f"the database ({store.describe()}) refused the connection: {_reason(exc)}"
             ) from exc
         raise
+
+
+def _driver_outages() -> tuple[type[BaseException], ...]:
+    """What asyncpg raises, used directly (``Store.driver``), when the server is away: the
+    connection lost or refused (class 08), the server shutting down (class 57), the socket."""
+    import asyncpg
+
+    return (
+        asyncpg.InterfaceError,
+        asyncpg.PostgresConnectionError,
+        asyncpg.exceptions.OperatorInterventionError,
+        OSError,
+        TimeoutError,
+    )
 
 
 def _closed_by_server(dbapi_connection, _record, _proxy) -> None:

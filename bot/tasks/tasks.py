@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import String, bindparam, func, insert, select, update
+from sqlalchemy import String, bindparam, false, func, insert, select, true, union_all, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -81,6 +81,13 @@ class Tasks:
         key = {"capture_key": capture.key}
         try:
             async with self.store.write() as conn:
+                if not self.store.is_sqlite:
+                    row = (await conn.execute(FOUND_OR_INSERTED, values)).one()
+                    if row.new:
+                        captured = Captured(Task.from_row(row), new=True)
+                    else:
+                        captured = await self._seen_before(conn, Task.from_row(row), capture)
+                    return captured, await then(conn, captured)
                 # Look first: a failed insert would use up an id on Postgres (task 3 after 1).
                 row = (await conn.execute(CAPTURED_AS, key)).first()
                 if row is not None:
@@ -374,6 +381,34 @@ def _locked(condition):
 # write lock held, and a statement built anew costs more to build than to run.
 CAPTURED_AS = _locked(tasks.c.capture_key == bindparam("capture_key", type_=String))
 INSERT_TASK = insert(tasks).returning(tasks)
+CAPTURED_COLUMNS = (
+    "capture_key", "title", "body", "search_text", "state", "labels", "attachments",
+    "origin_kind", "origin_name", "origin_user_id", "origin_chat_id", "origin_message_id",
+    "origin_at", "origin_link", "chat_id", "message_id", "captured_by", "assignee",
+    "created_at", "updated_at",
+)  # fmt: skip
+
+
+def _found_or_inserted():
+    """Postgres: CAPTURED_AS, then INSERT_TASK if it found nothing, as one statement (one round
+    trip of the capture's transaction, not two), each row marked ``new`` or not. The insert is
+    a SELECT of its values that yields no row when the key is taken, so a message captured
+    before uses up no id (task 3 after 1); a capture of the same message committed meanwhile
+    still fails the insert (IntegrityError), as it did."""
+    found = CAPTURED_AS.cte("found")
+    values = select(*(bindparam(name, type_=tasks.c[name].type) for name in CAPTURED_COLUMNS))
+    inserted = (
+        insert(tasks)
+        .from_select(CAPTURED_COLUMNS, values.where(~select(found.c.id).exists()))
+        .returning(*tasks.c)
+        .cte("inserted")
+    )
+    return union_all(
+        select(true().label("new"), *inserted.c), select(false().label("new"), *found.c)
+    )
+
+
+FOUND_OR_INSERTED = _found_or_inserted()
 
 
 async def _nothing(_conn: AsyncConnection, _captured: Captured) -> None:

@@ -189,6 +189,29 @@ async def test_a_delivery_that_outlived_its_lease_cannot_undo_the_takeover(box, 
     assert (row["status"], row["telegram_message_ids"]) == ("sent", [42])
 
 
+async def test_recording_the_last_part_claims_the_chats_next_row_and_nothing_else(box, store):
+    long_id, _ = await box.put(CHAT, ("x" * 99 + "\n") * 50)  # two parts
+    after_id, _ = await box.put(CHAT, "after")
+    other_chat, _ = await box.put(CHAT + 1, "another chat")
+    long = await box.claim_next_in_chat(long_id)
+    assert await box.record_part(long, 1, claim_next=True) is None  # a part short of the last
+    assert (await box.get(long_id))["status"] == "sending" and long.parts_sent == 1
+    following = await box.record_part(long, 2, claim_next=True)
+    assert following.id == after_id and following.attempts == 1 and following.parts == ["after"]
+    row = await box.get(long_id)
+    assert (row["status"], row["telegram_message_ids"]) == ("sent", [1, 2])
+    assert (await box.get(after_id))["status"] == "sending"
+    await set_columns(store, after_id, lease_until=now() - timedelta(seconds=1))
+    takeover = await box.claim_next_in_chat(after_id)
+    later_id, _ = await box.put(CHAT, "later")
+    with pytest.raises(LeaseLost):  # a lost lease records nothing and claims nothing
+        await box.record_part(following, 3, claim_next=True)
+    assert (await box.get(later_id))["status"] == "pending"
+    assert await box.record_part(takeover, 3) is None  # without claim_next: nothing claimed
+    assert (await box.get(later_id))["status"] == "pending"
+    assert (await box.get(other_chat))["status"] == "pending"
+
+
 async def test_a_held_back_message_keeps_younger_ones_of_its_chat_waiting(box):
     first, _ = await box.put(CHAT, "first")
     second, _ = await box.put(CHAT, "second")

@@ -136,6 +136,13 @@ async def test_a_text_part_of_an_album_is_remembered_once(tasks_):
     assert [a["message_id"] for a in task.attachments] == [10, 11]
 
 
+async def test_a_message_captured_again_uses_up_no_task_id(tasks_):
+    first = await tasks_.capture(capture(1, "Buy milk"))
+    assert not (await tasks_.capture(capture(1, "Buy milk"))).new
+    second = await tasks_.capture(capture(2, "Buy bread"))
+    assert second.new and second.task.id == first.task.id + 1
+
+
 async def test_concurrent_captures_of_one_message_make_exactly_one_task(store, tasks_):
     results = await asyncio.gather(*(tasks_.capture(capture(1, "once")) for _ in range(10)))
     assert await row_count(store) == 1
