@@ -277,7 +277,7 @@ async def test_the_daily_briefing_card(stack):
     [receipt] = await stack.ask("Renew the passport")
     task_id = int(re.match(r"Captured as task (\d+)", receipt["text"]).group(1))
     await tap(stack, receipt, "@next")
-    await message_with(stack, rf"^Task {task_id} → @next")
+    await message_with(stack, rf"✓ Task {task_id} → @next")  # the receipt, edited
     card = await stack.services.platform.interactions.create(
         Ask(Kind.ACKNOWLEDGEMENT, "demo", OWNER_CHAT, "Read the lease before Friday")
     )
