@@ -89,10 +89,10 @@ async def note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def show_list(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     # PTB matches commands whatever their case: /INBOX is /inbox.
     view = update.message.text.split(maxsplit=1)[0].lstrip("/").split("@")[0].lower()
-    await _send_list(update, context, view, 0)
+    await send_list(update, context, view, 0)
 
 
-async def _send_list(update, context, view: str, page: int, send=reply) -> None:
+async def send_list(update, context, view: str, page: int, send=reply) -> None:
     svc = services(context)
     listed = await svc.platform.tasks.in_state(task_views.LISTS[view], page=page, size=PAGE_SIZE)
     text, markup = task_views.list_view(svc.signer, view, listed)
@@ -206,7 +206,7 @@ async def on_page_button(
     if data.kind == task_views.FIND_KIND:
         await _send_found(update, context, data.id.split("+"), page, edit_tapped)
     elif data.id in task_views.LISTS:
-        await _send_list(update, context, data.id, page, edit_tapped)
+        await send_list(update, context, data.id, page, edit_tapped)
 
 
 async def close(svc: Services, task_id: int, closed_as: Closed, **options) -> str:
