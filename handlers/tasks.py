@@ -1,8 +1,10 @@
 """Capture and the task commands: thin handlers over bot/tasks/tasks.py, texts from bot/chat/views/.
 
 Any message that is not a command (nor a code or a reply for a card) is captured as a task;
-``/note`` keeps a message out. Lists page with buttons; every change answers in one sentence,
-and a change a task cannot take (no such task, already closed, an odd label) changes nothing.
+``/aside`` keeps a message out, ``/note`` keeps it as a note for ``/recall``. Lists page with
+buttons (bot/chat/views/task_buttons.py, handlers/task_buttons.py); every change answers in one
+sentence, and a change a task cannot take (no such task, already closed, an odd label) changes
+nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from bot.chat.views import tasks as task_views
 from bot.errors import TaskRefused
 from bot.store.search import words
 from bot.tasks.audio import awaiting_transcription, for_transcription
+from bot.tasks.notes import Note, NoteKind
 from bot.tasks.task import Captured, Closed, parse_label
 from handlers import voice
 from handlers.capture import capture_of
@@ -73,7 +76,7 @@ async def follow_edit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
         message.chat_id, message.message_id, text, album=message.media_group_id
     )
     if edit is None:
-        return  # that message captured nothing (a command, a /note, a code)
+        return  # that message captured nothing (a command, a /note, an /aside, a code)
     task = edit.task
     if edit.applied:
         answer = f"Task {task.id} follows your edit: {visible(task.title)}"
@@ -83,7 +86,24 @@ async def follow_edit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
 
 
 async def note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await reply(update, context, "Not captured: /note keeps a message out of your tasks.")
+    """``/note text``: keep it as a note (not a task), for /recall to find."""
+    message = update.message
+    parts = (message.text or "").split(maxsplit=1)  # keeps the text's own lines
+    text = parts[1].strip() if len(parts) > 1 else ""
+    if not words(text):
+        await reply(
+            update, context, "Send /note and what to keep, e.g. /note the gate code is 4512."
+        )
+        return
+    user_id = message.from_user.id if message.from_user else None
+    await services(context).platform.notes.keep(text, user_id=user_id)
+    first = words(text)[0]
+    await reply(update, context, f"Noted. /recall {first} finds it.")
+
+
+async def aside(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``/aside text``: say something that is neither captured nor kept."""
+    await reply(update, context, "Not captured: /aside keeps a message out of your tasks.")
 
 
 async def show_list(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -126,9 +146,17 @@ async def recall(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     shown = f", the newest {len(found)}" if total > len(found) else ""
     lines = [f"{total} note{'s' if total != 1 else ''}{shown}:"]
     for item in found:
-        source = f"task {item.task_id}" if item.task_id else f"for {item.agent}"
-        lines += ["", f"[{source}] {visible(item.text)}"]
+        lines += ["", f"[{_source(item)}] {visible(item.text)}"]
     await reply(update, context, "\n".join(lines))
+
+
+def _source(note: Note) -> str:
+    """Where a note came from, as /recall shows it."""
+    if note.kind is NoteKind.OWNER:
+        return "your note"
+    if note.task_id:
+        return f"task {note.task_id}"
+    return f"by {note.agent}" if note.kind is NoteKind.MEMO else f"for {note.agent}"
 
 
 async def show(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
