@@ -199,7 +199,8 @@ class MonitorRefused(MonitorError, ValueError):
 
 
 class ScheduleRefused(PolicyError, ValueError):
-    """Raised when what follows /every is refused; the message says what to write."""
+    """Raised when a schedule change is refused (what follows /every, or switching off a sweep
+    that stays on); the message says why, or what to write."""
 
 
 class ReminderError(AegisError):

@@ -41,7 +41,11 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
         await query.answer("That button no longer does anything; nothing was done.")
         return
     svc = services(context)
-    answer = await _act(svc, data.id, data.choice)
+    try:
+        answer = await _act(svc, data.id, data.choice)
+    except ScheduleRefused as exc:  # a sweep that stays on: an old or forged "Turn off"
+        await query.answer(str(exc), show_alert=True)
+        return
     if answer is None:
         await query.answer(f"There is no schedule {data.id} any more.", show_alert=True)
         return
