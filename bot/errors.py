@@ -104,6 +104,11 @@ class TaskRefused(TaskError, ValueError):
     """Raised when a change is one the task cannot take; the message says why in one sentence."""
 
 
+class TaskChanged(TaskRefused):
+    """Raised when a change asked from a message finds the task no longer as that message
+    showed it (moved or closed since): nothing is changed, the owner is asked again."""
+
+
 class TranscriptionError(TaskError):
     """Raised when a voice note cannot be transcribed; the message says why in words the owner
     reads, and never holds the key."""
@@ -194,7 +199,8 @@ class MonitorRefused(MonitorError, ValueError):
 
 
 class ScheduleRefused(PolicyError, ValueError):
-    """Raised when what follows /every is refused; the message says what to write."""
+    """Raised when a schedule change is refused (what follows /every, or switching off a sweep
+    that stays on); the message says why, or what to write."""
 
 
 class ReminderError(AegisError):

@@ -62,6 +62,7 @@ CALLBACKS = {
     "assign": tasks.assign,
     "task": tasks.show,
     "note": tasks.note,
+    "aside": tasks.aside,
     "run": agents.run,
     "runs": agents.runs,
     "cancel": agents.cancel,

@@ -17,13 +17,15 @@ from telegram.ext import CallbackQueryHandler, ContextTypes
 
 from bot.actions.audit import AuditEvent
 from bot.chat.callbacks import CallbackData
+from bot.chat.views import task_buttons
 from bot.chat.views import tasks as task_views
 from bot.chat.views.cards import CALLBACK_KIND
 from handlers import monitors, reminders, schedules
 from handlers.chat import REFRESH_KIND, refresh_status
 from handlers.interactions import on_card_tap
 from handlers.services import services
-from handlers.tasks import on_page_button, on_task_button
+from handlers.task_buttons import on_task_button
+from handlers.tasks import on_page_button
 
 logger = logging.getLogger(__name__)
 NOT_MINE = "This button is not one of mine; nothing was done."
@@ -38,7 +40,7 @@ def tap_handlers() -> list[CallbackQueryHandler]:
     """One handler per feature, then the catch-all; PTB runs the first that matches."""
     routes = [
         (on_card_tap, kinds(CALLBACK_KIND)),
-        (on_task_button, kinds(task_views.TASK_KIND, task_views.ASSIGN_KIND)),
+        (on_task_button, kinds(task_buttons.TASK_KIND, task_buttons.ASSIGN_KIND)),
         (on_page_button, kinds(task_views.PAGE_KIND, task_views.FIND_KIND)),
         (schedules.on_button, kinds(*schedules.KINDS)),
         (monitors.on_button, kinds(*monitors.KINDS)),

@@ -14,7 +14,7 @@ from bot.chat.views.status import gather_status
 from bot.errors import BrokerError, PairingError
 from handlers import tasks
 from handlers.interactions import answer_card
-from handlers.services import Services, reply, services
+from handlers.services import Services, edit_tapped, reply, services
 
 HELP = help_text()
 START = "Hello! I am aegis.\n\n" + HELP
@@ -69,16 +69,11 @@ def refresh_markup(svc: Services, what: str) -> dict:
 async def refresh_status(
     update: Update, context: ContextTypes.DEFAULT_TYPE, data: CallbackData
 ) -> None:
-    """The Refresh button under /status: a fresh status, as a new message."""
+    """The Refresh button under /status: the same message, edited to the status now."""
     query = update.callback_query
     svc = services(context)
     await query.answer("Refreshed")
-    await svc.platform.outbox.send(
-        query.message.chat.id,
-        await status_text(svc),
-        key=f"reply:{update.update_id}",
-        reply_markup=refresh_markup(svc, data.id),
-    )
+    await edit_tapped(update, context, await status_text(svc), refresh_markup(svc, data.id))
 
 
 async def pair(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

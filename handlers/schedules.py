@@ -16,6 +16,7 @@ from bot.timeutil import local_time, now
 from bot.upkeep.every import EVERY_USAGE, parse_every
 from handlers.interactions import pending
 from handlers.services import Services, reply, services
+from handlers.tasks import send_list
 
 KINDS = (SCHEDULE_KIND, BRIEFING_KIND)
 SWITCHES = {"on": True, "off": False}
@@ -32,11 +33,19 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
         await query.answer()
         await pending(update, context)
         return
+    if data.kind == BRIEFING_KIND and data.id == "next":
+        await query.answer()
+        await send_list(update, context, "next", 0)
+        return
     if data.kind != SCHEDULE_KIND or data.choice not in (*SWITCHES, "now", "delete"):
         await query.answer("That button no longer does anything; nothing was done.")
         return
     svc = services(context)
-    answer = await _act(svc, data.id, data.choice)
+    try:
+        answer = await _act(svc, data.id, data.choice)
+    except ScheduleRefused as exc:  # a sweep that stays on: an old or forged "Turn off"
+        await query.answer(str(exc), show_alert=True)
+        return
     if answer is None:
         await query.answer(f"There is no schedule {data.id} any more.", show_alert=True)
         return

@@ -85,5 +85,23 @@ async def reply_within(
     )
 
 
+async def edit_tapped(
+    update: Update,
+    context: ContextTypes.DEFAULT_TYPE,
+    text: str,
+    reply_markup: dict | None = None,
+) -> None:
+    """Edit the message a tap was on, through the outbox, once: a redelivered tap finds its
+    edit queued. Without ``reply_markup`` the message loses its buttons."""
+    message = update.callback_query.message
+    await services(context).platform.outbox.send_edit(
+        message.chat.id,
+        text,
+        message_id=message.message_id,
+        reply_markup=reply_markup,
+        key=_reply_key(update),
+    )
+
+
 def _reply_key(update: Update) -> str:
     return f"reply:{update.update_id}"

@@ -1,8 +1,10 @@
 """Capture and the task commands: thin handlers over bot/tasks/tasks.py, texts from bot/chat/views/.
 
 Any message that is not a command (nor a code or a reply for a card) is captured as a task;
-``/note`` keeps a message out. Lists page with buttons; every change answers in one sentence,
-and a change a task cannot take (no such task, already closed, an odd label) changes nothing.
+``/aside`` keeps a message out, ``/note`` keeps it as a note for ``/recall``. Lists page with
+buttons (bot/chat/views/task_buttons.py, handlers/task_buttons.py); every change answers in one
+sentence, and a change a task cannot take (no such task, already closed, an odd label) changes
+nothing.
 """
 
 from __future__ import annotations
@@ -15,23 +17,23 @@ from telegram.ext import ContextTypes
 
 from bot.chat.callbacks import CallbackData
 from bot.chat.text import clip, visible
+from bot.chat.views import task_buttons
 from bot.chat.views import tasks as task_views
 from bot.errors import TaskRefused
 from bot.store.search import words
 from bot.tasks.audio import awaiting_transcription, for_transcription
-from bot.tasks.task import Captured, Closed, State, parse_label
+from bot.tasks.notes import Note, NoteKind
+from bot.tasks.task import Captured, Closed, parse_label
 from handlers import voice
 from handlers.capture import capture_of
-from handlers.services import Services, place_of, reply, reply_within, services
+from handlers.services import Services, edit_tapped, place_of, reply, reply_within, services
 
 if TYPE_CHECKING:  # the caller's transaction, passed through untouched
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-ALERT_CHARS = 200  # Telegram's limit for the answer to a tap
 PAGE_SIZE = 20
 FOUND_PER_PAGE = 10
 RECALLED = 5
-MOVES = {"next": State.NEXT, "someday": State.SOMEDAY, "waiting": State.WAITING}
 
 
 async def capture(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -74,7 +76,7 @@ async def follow_edit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
         message.chat_id, message.message_id, text, album=message.media_group_id
     )
     if edit is None:
-        return  # that message captured nothing (a command, a /note, a code)
+        return  # that message captured nothing (a command, a /note, an /aside, a code)
     task = edit.task
     if edit.applied:
         answer = f"Task {task.id} follows your edit: {visible(task.title)}"
@@ -84,20 +86,37 @@ async def follow_edit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
 
 
 async def note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await reply(update, context, "Not captured: /note keeps a message out of your tasks.")
+    """``/note text``: keep it as a note (not a task), for /recall to find."""
+    message = update.message
+    parts = (message.text or "").split(maxsplit=1)  # keeps the text's own lines
+    text = parts[1].strip() if len(parts) > 1 else ""
+    if not words(text):
+        await reply(
+            update, context, "Send /note and what to keep, e.g. /note the gate code is 4512."
+        )
+        return
+    user_id = message.from_user.id if message.from_user else None
+    await services(context).platform.notes.keep(text, user_id=user_id)
+    first = words(text)[0]
+    await reply(update, context, f"Noted. /recall {first} finds it.")
+
+
+async def aside(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``/aside text``: say something that is neither captured nor kept."""
+    await reply(update, context, "Not captured: /aside keeps a message out of your tasks.")
 
 
 async def show_list(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     # PTB matches commands whatever their case: /INBOX is /inbox.
     view = update.message.text.split(maxsplit=1)[0].lstrip("/").split("@")[0].lower()
-    await _send_list(update, context, view, 0)
+    await send_list(update, context, view, 0)
 
 
-async def _send_list(update, context, view: str, page: int) -> None:
+async def send_list(update, context, view: str, page: int, send=reply) -> None:
     svc = services(context)
     listed = await svc.platform.tasks.in_state(task_views.LISTS[view], page=page, size=PAGE_SIZE)
     text, markup = task_views.list_view(svc.signer, view, listed)
-    await reply(update, context, text, reply_markup=markup)
+    await send(update, context, text, reply_markup=markup)
 
 
 async def find(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -108,11 +127,11 @@ async def find(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await _send_found(update, context, query_words, 0)
 
 
-async def _send_found(update, context, query_words: list[str], page: int) -> None:
+async def _send_found(update, context, query_words: list[str], page: int, send=reply) -> None:
     svc = services(context)
     found = await svc.platform.tasks.find(" ".join(query_words), page=page, size=FOUND_PER_PAGE)
     text, markup = task_views.found_view(svc.signer, query_words, found)
-    await reply(update, context, text, reply_markup=markup)
+    await send(update, context, text, reply_markup=markup)
 
 
 async def recall(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -127,9 +146,17 @@ async def recall(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     shown = f", the newest {len(found)}" if total > len(found) else ""
     lines = [f"{total} note{'s' if total != 1 else ''}{shown}:"]
     for item in found:
-        source = f"task {item.task_id}" if item.task_id else f"for {item.agent}"
-        lines += ["", f"[{source}] {visible(item.text)}"]
+        lines += ["", f"[{_source(item)}] {visible(item.text)}"]
     await reply(update, context, "\n".join(lines))
+
+
+def _source(note: Note) -> str:
+    """Where a note came from, as /recall shows it."""
+    if note.kind is NoteKind.OWNER:
+        return "your note"
+    if note.task_id:
+        return f"task {note.task_id}"
+    return f"by {note.agent}" if note.kind is NoteKind.MEMO else f"for {note.agent}"
 
 
 async def show(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -141,14 +168,16 @@ async def show(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if task is None:
         await reply(update, context, f"There is no task {task_id}.")
         return
-    # Its latest comments: why it was parked, what a run did.
-    await reply(update, context, task_views.task_detail(task, await tasks.comments(task_id)))
+    # Its latest comments: why it was parked, what a run did; and every choice its state offers.
+    text = task_views.task_detail(task, await tasks.comments(task_id))
+    rows = task_buttons.rows_for(services(context).signer, task)
+    await reply(update, context, text, reply_markup={"inline_keyboard": rows} if rows else None)
 
 
 async def done(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     task_id = await _task_id(update, context, "Send /done and the task's number, e.g. /done 12.")
     if task_id is not None:
-        await _change(update, context, _close(services(context), task_id, Closed.DONE))
+        await _change(update, context, close(services(context), task_id, Closed.DONE))
 
 
 async def label(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -189,44 +218,7 @@ async def assign(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if len(context.args) != 2:
         await reply(update, context, usage)
         return
-    await _change(update, context, _assign(services(context), task_id, context.args[1]))
-
-
-async def on_task_button(
-    update: Update, context: ContextTypes.DEFAULT_TYPE, data: CallbackData
-) -> None:
-    query = update.callback_query
-    svc = services(context)
-    if not data.id.isdigit():
-        await query.answer("That task does not exist; nothing was done.", show_alert=True)
-        return
-    task_id = int(data.id)
-    if data.kind == task_views.ASSIGN_KIND:
-        outcome = _assign(svc, task_id, data.choice)
-    elif data.choice == "assign":
-        agents = sorted(svc.platform.catalog.agents)
-        await query.answer()
-        await reply(
-            update,
-            context,
-            f"Who takes task {task_id}?",
-            reply_markup=task_views.assign_markup(svc.signer, task_id, agents),
-        )
-        return
-    elif data.choice in ("done", "drop"):
-        outcome = _close(svc, task_id, Closed.DONE if data.choice == "done" else Closed.DROPPED)
-    elif data.choice in (*MOVES, "reference"):
-        outcome = _move(svc, task_id, data.choice, query.from_user.full_name)
-    else:
-        await query.answer("That button no longer does anything; nothing was done.")
-        return
-    try:
-        text = await outcome
-    except TaskRefused as exc:
-        await query.answer(str(exc), show_alert=True)
-        return
-    await query.answer(clip(text, ALERT_CHARS))
-    await reply(update, context, text)
+    await _change(update, context, assign_to(services(context), task_id, context.args[1]))
 
 
 async def on_page_button(
@@ -238,26 +230,19 @@ async def on_page_button(
         return
     page = int(data.choice)
     await query.answer()
+    # The page turns in place: one list message, not one more per tap.
     if data.kind == task_views.FIND_KIND:
-        await _send_found(update, context, data.id.split("+"), page)
+        await _send_found(update, context, data.id.split("+"), page, edit_tapped)
     elif data.id in task_views.LISTS:
-        await _send_list(update, context, data.id, page)
+        await send_list(update, context, data.id, page, edit_tapped)
 
 
-async def _move(svc: Services, task_id: int, choice: str, who: str) -> str:
-    state = State.REFERENCE if choice == "reference" else MOVES[choice]
-    task = await svc.platform.tasks.move(task_id, state, f"owner {who}")
-    if state is State.REFERENCE:
-        return f"Task {task.id} filed as @reference; /recall finds it: {visible(task.title)}"
-    return f"Task {task.id} → {task.state}: {visible(task.title)}"
-
-
-async def _close(svc: Services, task_id: int, closed_as: Closed) -> str:
-    task = await svc.platform.tasks.close(task_id, closed_as)
+async def close(svc: Services, task_id: int, closed_as: Closed, **options) -> str:
+    task = await svc.platform.tasks.close(task_id, closed_as, **options)
     return f"Task {task.id} {closed_as}: {visible(task.title)}"
 
 
-async def _assign(svc: Services, task_id: int, agent: str) -> str:
+async def assign_to(svc: Services, task_id: int, agent: str) -> str:
     if agent.casefold() in ("nobody", "none", "-"):
         task = await svc.platform.tasks.assign(task_id, None)
         return f"Task {task.id} is assigned to nobody now."

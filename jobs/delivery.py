@@ -377,8 +377,12 @@ async def _send_file(res, message: OutgoingMessage, markup, reply):
 
 
 async def _edit(res, message: OutgoingMessage, markup) -> int:
-    """Replace what an earlier row sent (a card's last part, which carries its buttons)."""
-    target = await res.platform.outbox.get(message.edit_of)
+    """Replace what an earlier row sent (a card's last part, which carries its buttons), or the
+    Telegram message the row names (``reply_to_message_id``: a message a tap was on)."""
+    if message.edit_of is None:
+        target = {"kind": OutboxKind.TEXT, "telegram_message_ids": [message.reply_to_message_id]}
+    else:
+        target = await res.platform.outbox.get(message.edit_of)
     if target is None or not target["telegram_message_ids"]:
         raise BadRequest(f"outbox {message.edit_of} sent no message to edit")
     message_id = target["telegram_message_ids"][-1]

@@ -17,7 +17,7 @@ from bot.agents.agent_run import AgentRun, RunState
 from bot.agents.agent_runs import AgentRuns
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.text import clip, visible
-from bot.chat.views.tasks import PAGE_KIND, task_line
+from bot.chat.views.tasks import task_line
 from bot.interactions.interaction import Interaction
 from bot.interactions.interactions import Interactions
 from bot.store.tables import agent_runs
@@ -82,7 +82,8 @@ def briefing_view(signer: CallbackSigner, briefing: Briefing) -> tuple[str, dict
     lines += ["", *_runs_section(briefing)]
     buttons = []
     if briefing.next_tasks.total:
-        buttons.append(_button(signer, PAGE_KIND, "next", "0", "Show /next"))
+        # Its own kind, not a page of the list: a page turns in place, and this is a new message.
+        buttons.append(_button(signer, BRIEFING_KIND, "next", "go", "Show /next"))
     if briefing.waiting_total:
         buttons.append(_button(signer, BRIEFING_KIND, "pending", "go", "Pending cards"))
     return "\n".join(lines), {"inline_keyboard": [buttons]} if buttons else None

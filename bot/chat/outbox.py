@@ -141,10 +141,37 @@ class Outbox:
         await self.ask_delivery(outbox_id)
         return outbox_id
 
-    async def send_edit(self, chat_id: int, text: str, *, edit_of: int) -> int:
-        """Queue an edit of what the row ``edit_of`` sent and ask for its delivery."""
-        async with self.store.write() as conn:
-            outbox_id = await self.add(conn, chat_id, text, edit_of=edit_of)
+    async def send_edit(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        edit_of: int | None = None,
+        message_id: int | None = None,
+        reply_markup: dict[str, Any] | None = None,
+        key: str | None = None,
+    ) -> int | None:
+        """Queue an edit and ask for its delivery: of what the row ``edit_of`` sent, or of the
+        Telegram message ``message_id`` (one a tap was on: no row of ours needs to be found).
+        Without ``reply_markup`` the message loses its buttons. A repeated ``key`` queues
+        nothing (None): a redelivered tap edits once."""
+        if (edit_of is None) == (message_id is None):
+            raise ValueError("an edit replaces one message: give edit_of or message_id")
+        if edit_of is not None and key is None:
+            async with self.store.write() as conn:
+                outbox_id = await self.add(
+                    conn, chat_id, text, reply_markup=reply_markup, edit_of=edit_of
+                )
+        else:
+            # An edit of a Telegram message keeps its target where a reply keeps the message
+            # it answers (an edit answers nothing), so no column is added for it.
+            row = self._row(chat_id, text, reply_markup, message_id, key)
+            row.update(kind=OutboxKind.EDIT, parts=[text], edit_of=edit_of)
+            async with self.store.write() as conn:
+                statement = insert_unless_keyed(conn.dialect.name)
+                outbox_id = (await conn.execute(statement, row)).scalar_one_or_none()
+            if outbox_id is None:
+                return None
         await self.ask_delivery(outbox_id)
         return outbox_id
 

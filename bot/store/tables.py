@@ -93,6 +93,7 @@ outbox = Table(
     Column("kind", String(16), nullable=False),
     Column("parts", JSON, nullable=False),
     Column("reply_markup", JSON),
+    # A reply: the Telegram message it answers; an edit without edit_of: the one it replaces.
     Column("reply_to_message_id", BigInteger),
     Column("caption", Text),  # a document's caption, when it is not the text's first lines
     Column("reply_to_outbox", Integer),  # a reply to the message this earlier row sent

@@ -1,5 +1,6 @@
-"""The notes store: what was filed as ``@reference`` and what the owner told an agent by
-replying to its cards, searchable by words (bot/store/search.py) on SQLite and Postgres alike."""
+"""The notes store: what was filed as ``@reference``, what the owner kept with /note or told an
+agent by replying to its cards, and what agents kept themselves; searchable by words
+(bot/store/search.py) on SQLite and Postgres alike."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class NoteKind(enum.StrEnum):
     AGENT = "agent"  # a reply to an agent's card, for its later runs
     COMMENT = "comment"  # said about a task (by an agent's run, or the sweep)
     MEMO = "memo"  # kept by an agent itself (notes.add), found by notes.search
+    OWNER = "owner"  # kept by the owner with /note
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,11 @@ class Notes:
                 select(notes).where(condition).order_by(notes.c.id.desc()).limit(limit)
             )
             return [_note(row) for row in rows.all()], total
+
+    async def keep(self, text: str, *, user_id: int | None = None) -> int:
+        """Keep what the owner wrote with /note; returns its id."""
+        async with self.store.write() as conn:
+            return await add_note(conn, NoteKind.OWNER, text, user_id=user_id)
 
     async def for_agent(self, agent: str, *, limit: int = 20) -> list[str]:
         """What the owner told this agent by replying to its cards, oldest first."""

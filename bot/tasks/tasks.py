@@ -18,7 +18,7 @@ from sqlalchemy import String, bindparam, false, func, insert, select, true, uni
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.errors import TaskRefused
+from bot.errors import TaskChanged, TaskRefused
 from bot.store import search
 from bot.store.database import Store
 from bot.store.tables import notes, tasks
@@ -198,11 +198,14 @@ class Tasks:
         from_inbox_only: bool = False,
         labels: tuple[str, ...] = (),
         assignee: str | None = None,
+        only_from: State | None = None,
     ) -> Task:
         """Give an open task a new state label (and add labels, set an assignee);
-        ``@reference`` also files its content as a note and closes the task."""
+        ``@reference`` also files its content as a note and closes the task. With
+        ``only_from``, a task in another state is refused (TaskChanged): a button shown for
+        that state no longer applies."""
         async with self.store.write() as conn:
-            task = await self._open_task(conn, task_id)
+            task = await self._open_task(conn, task_id, only_from)
             if from_inbox_only and task.state is not State.INBOX:
                 raise TaskRefused(
                     f"Task {task_id} was already triaged to {task.state} ({task.triaged_by})."
@@ -220,11 +223,30 @@ class Tasks:
                 await add_note(conn, NoteKind.REFERENCE, _note_text(task), task_id=task.id)
             return await self._update(conn, task_id, values)
 
-    async def close(self, task_id: int, closed_as: Closed) -> Task:
+    async def close(
+        self, task_id: int, closed_as: Closed, *, only_from: State | None = None
+    ) -> Task:
         async with self.store.write() as conn:
-            await self._open_task(conn, task_id)
+            await self._open_task(conn, task_id, only_from)
             moment = now()
             values = {"closed_at": moment, "closed_as": closed_as, "updated_at": moment}
+            return await self._update(conn, task_id, values)
+
+    async def reopen(self, task_id: int, state: State, by: str) -> Task:
+        """Undo a close (done or dropped): the task is open again, with ``state``. A task
+        open already, or filed as @reference, is refused."""
+        async with self.store.write() as conn:
+            row = (await conn.execute(_locked(tasks.c.id == task_id))).first()
+            if row is None:
+                raise TaskRefused(f"There is no task {task_id}.")
+            task = Task.from_row(row)
+            if task.closed_as not in (Closed.DONE, Closed.DROPPED):
+                raise TaskChanged(f"Task {task_id} is {_shown_state(task)} now.")
+            values = {"closed_at": None, "closed_as": None, "state": state, "updated_at": now()}
+            if state is State.INBOX:
+                values.update(triaged_at=None, triaged_by=None)
+            elif task.state is State.INBOX:
+                values.update(triaged_at=now(), triaged_by=by[:120])
             return await self._update(conn, task_id, values)
 
     async def relabel(self, task_id: int, add: list[str], remove: list[str]) -> Task:
@@ -269,13 +291,18 @@ class Tasks:
         )
         return marked.rowcount == 1
 
-    async def _open_task(self, conn: AsyncConnection, task_id: int) -> Task:
+    async def _open_task(
+        self, conn: AsyncConnection, task_id: int, only_from: State | None = None
+    ) -> Task:
         row = (await conn.execute(_locked(tasks.c.id == task_id))).first()
         if row is None:
             raise TaskRefused(f"There is no task {task_id}.")
         task = Task.from_row(row)
         if not task.is_open:
-            raise TaskRefused(f"Task {task_id} is already closed ({task.describe_state()}).")
+            error = TaskRefused if only_from is None else TaskChanged
+            raise error(f"Task {task_id} is already closed ({task.describe_state()}).")
+        if only_from is not None and task.state is not only_from:
+            raise TaskChanged(f"Task {task_id} is {task.state} now.")
         return task
 
     @staticmethod
@@ -413,6 +440,10 @@ FOUND_OR_INSERTED = _found_or_inserted()
 
 async def _nothing(_conn: AsyncConnection, _captured: Captured) -> None:
     return None
+
+
+def _shown_state(task: Task) -> str:
+    return f"closed ({task.describe_state()})" if task.closed_as else f"open ({task.state})"
 
 
 def _note_text(task: Task) -> str:

@@ -27,6 +27,7 @@ from sqlalchemy import delete, func, insert, or_, select, update
 
 from bot.agents.agent_run import ACTIVE, RunState
 from bot.agents.profiles import ScheduleSpec
+from bot.errors import ScheduleRefused
 from bot.store.database import Store, serialize_on
 from bot.store.tables import agent_runs, schedules
 from bot.timeutil import now
@@ -75,6 +76,10 @@ def builtin_schedules(
 
 
 BUILTIN_SCHEDULES = builtin_schedules()
+# The sweeps that keep the platform's promises: a lost message is sent again, a card expires
+# and its asker is told, a run whose worker died is noticed. No switch turns them off (a tap on
+# an old "Turn off" button included), and one found off is turned back on at the clock's start.
+ALWAYS_ON = frozenset({"outbox-sweep", "interaction-sweep", "run-sweep"})
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,10 @@ class ScheduleRow:
     @property
     def from_file(self) -> bool:
         return self.source == FILE
+
+    @property
+    def always_on(self) -> bool:
+        return self.source == BUILTIN and self.name in ALWAYS_ON
 
     @property
     def runs_agent(self) -> bool:
@@ -179,7 +188,14 @@ class Schedules:
                             source=BUILTIN,
                         )
                     )
-                elif existing[schedule.name] != (schedule.interval_seconds, schedule.cron):
+                    continue
+                if schedule.name in ALWAYS_ON:  # switched off before it could not be
+                    await conn.execute(
+                        update(schedules)
+                        .where(schedules.c.name == schedule.name, ~schedules.c.enabled)
+                        .values(enabled=True)
+                    )
+                if existing[schedule.name] != (schedule.interval_seconds, schedule.cron):
                     await conn.execute(
                         update(schedules)
                         .where(schedules.c.name == schedule.name)
@@ -338,7 +354,13 @@ class Schedules:
 
     async def switch(self, name: str, enabled: bool) -> ScheduleRow | None:
         """Turn a schedule on or off (the clock reads the switch at every tick); None: no
-        such schedule. A schedule turned back on after its time runs once, at the next tick."""
+        such schedule. A schedule turned back on after its time runs once, at the next tick.
+        Raises ScheduleRefused for one of the sweeps that stay on (``ALWAYS_ON``)."""
+        current = await self.get(name)
+        if current is not None and current.always_on and not enabled:
+            raise ScheduleRefused(
+                f"{name} is built in and stays on: it keeps aegis's promises. Nothing was changed."
+            )
         async with self.store.write() as conn:
             await conn.execute(
                 update(schedules).where(schedules.c.name == name).values(enabled=enabled)

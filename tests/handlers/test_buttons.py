@@ -8,12 +8,14 @@ from telegram import CallbackQuery, Update, User
 
 from bot.actions.audit import AuditEvent
 from bot.chat.views.cards import CALLBACK_KIND
-from bot.chat.views.tasks import ASSIGN_KIND, FIND_KIND, PAGE_KIND, TASK_KIND
+from bot.chat.views.task_buttons import ASSIGN_KIND, TASK_KIND
+from bot.chat.views.tasks import FIND_KIND, PAGE_KIND
 from handlers import schedules
 from handlers.buttons import NO_LONGER, NOT_MINE, kinds, on_unknown_kind, tap_handlers
 from handlers.chat import REFRESH_KIND, refresh_status
 from handlers.interactions import on_card_tap
-from handlers.tasks import on_page_button, on_task_button
+from handlers.task_buttons import on_task_button
+from handlers.tasks import on_page_button
 from tests.helpers.stack import OWNER_CHAT
 from tests.helpers.transport import owner_marker
 

@@ -136,19 +136,30 @@ async def test_a_tap_with_data_the_bot_never_sent_is_refused_with_an_alert(stack
     assert len(await stack.bot_messages()) == 2
 
 
-async def test_the_signed_refresh_button_sends_a_fresh_status(stack):
+async def test_the_signed_refresh_button_edits_the_status_in_place(stack):
     [status] = await stack.ask("/status")
+    assert "ping completed" not in status["text"]
     data = status["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    await stack.services.enqueue("ping", OWNER_CHAT, 0.0, 1)  # something new to show
+
+    async def pinged():
+        return any(run.job == "ping" for run in await stack.services.platform.job_runs.latest(5))
+
+    await eventually(pinged)
     tap = await stack.emulator.tap(OWNER_CHAT, status["message_id"], data)
     assert tap["matched_button"] is True
-    [_, fresh] = await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 2)
 
-    assert "web: web@" in fresh["text"]
+    async def edited():
+        [message] = [m for m in await stack.bot_messages() if m["text"].startswith("aegis")]
+        return message if "ping completed" in message["text"] else None
+
+    fresh = await eventually(edited)  # the one status message, not a second one
+    assert fresh["message_id"] == status["message_id"]
     assert fresh["reply_markup"]["inline_keyboard"][0][0]["callback_data"] == data
     answer = await stack.emulator.callback_answer(tap["callback_query_id"])
     assert answer["text"] == "Refreshed" and not answer["show_alert"]
     rows = await outbox_rows(stack.store, OWNER_CHAT)
-    assert [row.idempotency_key for row in rows][1] == f"reply:{tap['update_id']}"
+    assert ("edit", f"reply:{tap['update_id']}") in [(r.kind, r.idempotency_key) for r in rows]
 
 
 async def test_a_tampered_refresh_button_is_refused(stack):

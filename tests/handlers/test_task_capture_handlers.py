@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.store.tables import outbox
+from bot.store.tables import notes, outbox
 from handlers.chat import HELP
 from handlers.gate import REFUSAL
 from tests.helpers.stack import OWNER_CHAT
@@ -73,16 +73,33 @@ async def test_a_forwarded_command_is_captured_never_run(stack):
     assert first.closed_at is None  # Ann's "/done 1" closed nothing
 
 
-async def test_a_written_message_is_captured_and_a_note_is_not(stack):
+async def test_a_written_message_is_captured_and_an_aside_is_not(stack):
     sent, reply = await say(stack, "buy milk\nand bread")
     assert reply["text"] == "Captured as task 1: buy milk" + WHERE
     assert reply["reply_to_message_id"] == sent["message_id"]
-    _, noted = await say(stack, "/note buy milk is done already")
-    assert noted["text"] == "Not captured: /note keeps a message out of your tasks."
+    _, aside = await say(stack, "/aside buy milk is done already")
+    assert aside["text"] == "Not captured: /aside keeps a message out of your tasks."
 
     [row] = await task_rows(stack)
     assert (row.title, row.body, row.origin_kind) == ("buy milk", "buy milk\nand bread", "self")
     assert (row.chat_id, row.message_id) == (OWNER_CHAT, sent["message_id"])
+
+
+async def test_a_note_is_kept_for_recall_and_is_not_a_task(stack):
+    _, noted = await say(stack, "/note remember to water plants\nthe fern twice a week")
+    assert noted["text"] == "Noted. /recall remember finds it."
+    _, recalled = await say(stack, "/recall water")
+    assert recalled["text"] == (
+        "1 note:\n\n[your note] remember to water plants\nthe fern twice a week"
+    )
+    _, usage = await say(stack, "/note")
+    assert usage["text"] == "Send /note and what to keep, e.g. /note the gate code is 4512."
+    assert await task_rows(stack) == []  # a note, not a task
+    [row] = await all_rows(stack.store, notes)
+    assert (row.kind, row.user_id, row.task_id) == ("owner", OWNER_CHAT, None)
+    _, help_text = await say(stack, "/help")
+    assert "/note text: keep a note for /recall" in help_text["text"]
+    assert "/aside text: say something that is neither captured nor kept" in help_text["text"]
 
 
 async def test_a_photo_without_caption_is_captured_with_its_file(stack):

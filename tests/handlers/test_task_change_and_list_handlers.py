@@ -10,7 +10,7 @@ from bot.store.tables import notes
 from bot.tasks.capture import Capture, Origin
 from bot.tasks.task import State
 from tests.helpers.stack import OWNER_CHAT
-from tests.helpers.task_chat import buttons, say, tap, tap_for_reply, task_rows
+from tests.helpers.task_chat import buttons, say, tap, tap_for_edit, tap_for_reply, task_rows
 from tests.helpers.transport import all_rows
 
 
@@ -79,17 +79,21 @@ async def test_done_on_a_missing_task_or_twice_changes_nothing(stack):
 async def test_the_triage_buttons_on_the_receipt_move_drop_and_file_a_task(stack):
     _, first = await say(stack, "book the flights")
     _, second = await say(stack, "old newsletter")
+    someday = buttons(second)["@someday"]
     _, third = await say(stack, "Wi-Fi password at the café: hunter2")
 
-    answer, said = await tap_for_reply(stack, first, "@next")
-    assert answer["text"] == said["text"] == "Task 1 → @next: book the flights"
-    answer, said = await tap_for_reply(stack, second, "Drop")
-    assert answer["text"] == said["text"] == "Task 2 dropped: old newsletter"
-    answer, said = await tap_for_reply(stack, third, "@reference")
-    assert said["text"] == (
+    answer, first = await tap_for_edit(stack, first, "@next")
+    assert answer["text"] == "Task 1 → @next: book the flights"
+    assert first["text"].startswith("Captured as task 1: book the flights\n✓ Task 1 → @next, by ")
+    assert buttons(first) == {}  # chosen: nothing left to tap
+    answer, second = await tap_for_edit(stack, second, "Drop")
+    assert answer["text"] == "Task 2 dropped: old newsletter"
+    assert second["text"].startswith("Captured as task 2: old newsletter\n✓ Task 2 dropped, by ")
+    assert list(buttons(second)) == ["Undo"]
+    answer, third = await tap_for_edit(stack, third, "@reference")
+    assert answer["text"] == (
         "Task 3 filed as @reference; /recall finds it: Wi-Fi password at the café: hunter2"
     )
-
     flights, newsletter, password = await task_rows(stack)
     assert (flights.state, flights.closed_at, flights.triaged_by) == ("@next", None, "owner You")
     assert (newsletter.state, newsletter.closed_as) == ("inbox", "dropped")
@@ -103,8 +107,13 @@ async def test_the_triage_buttons_on_the_receipt_move_drop_and_file_a_task(stack
     _, recalled = await say(stack, "/recall hunter2")
     assert recalled["text"] == "1 note:\n\n[task 3] Wi-Fi password at the café: hunter2"
 
-    # A closed task's buttons change nothing, and say so.
-    late = await tap(stack, second, "@someday")
+    # A closed task's buttons (here, one lifted from the receipt before it was edited) change
+    # nothing, and say so.
+    stale = {
+        **second,
+        "reply_markup": {"inline_keyboard": [[{"text": "@someday", "callback_data": someday}]]},
+    }
+    late = await tap(stack, stale, "@someday")
     assert late["text"] == "Task 2 is already closed (inbox, dropped)." and late["show_alert"]
     [_, newsletter, _] = await task_rows(stack)
     assert (newsletter.state, newsletter.closed_as) == ("inbox", "dropped")
@@ -130,10 +139,10 @@ async def test_next_groups_by_first_label_and_pages(stack):
     ]
     assert lines[6] == "#home" and lines[12] == "#other"
     assert lines[13:14] == ["  9. task 09"] and lines[-3:] == ["  20. task 20", "", "Page 1 of 2"]
-    assert list(buttons(first))[:4] == ["1: done", "1: someday", "1: waiting", "1: assign"]
+    assert list(buttons(first))[:4] == ["1 Done", "1 @waiting", "1 Assign", "2 Done"]
     assert "Next ›" in buttons(first) and "‹ Previous" not in buttons(first)
 
-    _, second = await tap_for_reply(stack, first, "Next ›")
+    _, second = await tap_for_edit(stack, first, "Next ›")  # the page turns in place
     assert second["text"].split("\n") == [
         "What you can do now (@next): 23 tasks",
         "",
@@ -145,7 +154,7 @@ async def test_next_groups_by_first_label_and_pages(stack):
         "Page 2 of 2",
     ]
     assert "‹ Previous" in buttons(second) and "Next ›" not in buttons(second)
-    _, back = await tap_for_reply(stack, second, "‹ Previous")
+    _, back = await tap_for_edit(stack, second, "‹ Previous")
     assert back["text"] == first["text"]
 
 
@@ -153,17 +162,17 @@ async def test_inbox_waiting_and_someday_list_what_they_hold(stack):
     _, empty = await say(stack, "/inbox")
     assert empty["text"] == "The inbox is empty. Forward me anything to capture it."
     _, receipt = await say(stack, "ask Bob for the keys")
-    await tap_for_reply(stack, receipt, "@waiting")
+    await tap_for_edit(stack, receipt, "@waiting")
     _, receipt = await say(stack, "learn the cello")
-    await tap_for_reply(stack, receipt, "@someday")
+    await tap_for_edit(stack, receipt, "@someday")
     await say(stack, "sort the mail")
 
     _, inbox = await say(stack, "/inbox")
     assert inbox["text"] == "Inbox: not triaged yet: 1 task\n\n3. sort the mail"
-    assert list(buttons(inbox)) == ["3: @next", "3: someday", "3: drop"]
+    assert list(buttons(inbox)) == ["3 @next", "3 @someday", "3 Drop"]
     _, waiting = await say(stack, "/waiting")
     assert waiting["text"] == "Waiting on someone (@waiting): 1 task\n\n1. ask Bob for the keys"
-    assert list(buttons(waiting)) == ["1: done", "1: someday", "1: assign"]
+    assert list(buttons(waiting)) == ["1 Done", "1 @next", "1 Assign"]
     _, someday = await say(stack, "/someday")
     assert someday["text"] == "Someday, maybe (@someday): 1 task\n\n2. learn the cello"
     _, shouted = await say(stack, "/SOMEDAY")  # Telegram commands match whatever their case
@@ -171,10 +180,13 @@ async def test_inbox_waiting_and_someday_list_what_they_hold(stack):
     _, nothing = await say(stack, "/next")
     assert nothing["text"] == "Nothing in @next. /inbox shows what waits for triage."
 
-    _, moved = await tap_for_reply(stack, inbox, "3: @next")
+    moved, inbox = await tap_for_edit(stack, inbox, "3 @next")
     assert moved["text"] == "Task 3 → @next: sort the mail"
-    _, finished = await tap_for_reply(stack, waiting, "1: done")
+    assert inbox["text"].startswith("Inbox: not triaged yet: 1 task\n\n3. sort the mail\n✓ Task 3")
+    assert buttons(inbox) == {}
+    finished, waiting = await tap_for_edit(stack, waiting, "1 Done")
     assert finished["text"] == "Task 1 done: ask Bob for the keys"
+    assert list(buttons(waiting)) == ["1 Undo"]
     states = [(row.state, row.closed_as) for row in await task_rows(stack)]
     assert states == [("@waiting", "done"), ("@someday", None), ("@next", None)]
     _, waiting = await say(stack, "/waiting")
@@ -206,7 +218,7 @@ async def test_find_searches_open_and_closed_tasks_and_pages(stack):
     _, first = await say(stack, "/find receipt")
     assert first["text"].startswith("Tasks with 'receipt': 12\n\n15. receipt 11  [@someday]")
     assert first["text"].endswith("Page 1 of 2") and list(buttons(first)) == ["Next ›"]
-    _, second = await tap_for_reply(stack, first, "Next ›")
+    _, second = await tap_for_edit(stack, first, "Next ›")
     assert second["text"] == (
         "Tasks with 'receipt': 12\n\n"
         "5. receipt 1  [@someday]\n"
@@ -223,7 +235,7 @@ async def test_recall_finds_filed_items_by_words_alike_on_every_database(stack):
         "Tax rules, 2031 edition",
     ):
         _, receipt = await say(stack, text)
-        await tap_for_reply(stack, receipt, "@reference")
+        await tap_for_edit(stack, receipt, "@reference")
 
     expected = {
         "/recall wi fi": ["[task 1] Wi-Fi password at the café: hunter2"],
@@ -267,13 +279,15 @@ async def test_assign_by_command_and_by_button(stack):
     [row] = await task_rows(stack)
     assert row.assignee is None
 
-    await tap_for_reply(stack, receipt, "@next")
+    await tap_for_edit(stack, receipt, "@next")
     _, listed = await say(stack, "/next")
-    _, question = await tap_for_reply(stack, listed, "1: assign")
+    _, question = await tap_for_reply(stack, listed, "1 Assign")
     assert question["text"] == "Who takes task 1?"
     assert list(buttons(question)) == ["demo"]
-    answer, said = await tap_for_reply(stack, question, "demo")
-    assert answer["text"] == said["text"] == "Task 1 is assigned to demo: write the report"
+    answer, said = await tap_for_edit(stack, question, "demo")
+    assert answer["text"] == "Task 1 is assigned to demo: write the report"
+    assert said["text"].startswith("Who takes task 1?\n✓ Task 1 → demo, by ")
+    assert buttons(said) == {}
     [row] = await task_rows(stack)
     assert (row.assignee, row.state) == ("demo", "@next")
     _, listed = await say(stack, "/next")

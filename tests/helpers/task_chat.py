@@ -1,6 +1,6 @@
 """What the task handler tests (tests/handlers/test_task_*_handlers.py) do in the owner's chat:
 say something and read the bot's one reply, tap a button and read its answer (and the message
-it sends), read a message's buttons and the tasks the database holds."""
+it sends, or the one it edits), read a message's buttons and the tasks the database holds."""
 
 from __future__ import annotations
 
@@ -41,6 +41,21 @@ async def tap_for_reply(stack, message: dict, label: str) -> tuple[dict, dict]:
     answer = await tap(stack, message, label)
     [said] = await stack.emulator.wait_for_bot_messages(OWNER_CHAT, 1, after=before)
     return answer, said
+
+
+async def tap_for_edit(stack, message: dict, label: str) -> tuple[dict, dict]:
+    """Tap a button that edits its own message; the tap's answer and the message as edited."""
+    before = (message["text"], message.get("reply_markup"))
+    answer = await tap(stack, message, label)
+
+    async def edited():
+        for held in await stack.emulator.messages(OWNER_CHAT):
+            same = held["message_id"] == message["message_id"]
+            if same and (held["text"], held.get("reply_markup")) != before:
+                return held
+        return None
+
+    return answer, await eventually(edited)
 
 
 async def task_rows(stack) -> list:

@@ -25,7 +25,7 @@ from bot.config.live import LiveConfig
 from bot.interactions.interaction import Ask, Kind
 from bot.store.tables import agent_runs, runs, schedules
 from bot.timeutil import now
-from bot.upkeep.schedules import Schedules
+from bot.upkeep.schedules import BUILTIN_SCHEDULES, Schedules
 from jobs.enqueue import make_enqueue
 from tests.helpers.runs import buttons, message_with, tap
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
@@ -131,8 +131,8 @@ async def test_schedules_lists_each_and_its_button_turns_it_off_and_on(stack):
         listing = await command(stack, "/schedules", r"^Schedules")
         text = listing["text"]
         assert "• hello · every 1h · clerk · on" in text
-        assert "• outbox-sweep · every 30s · aegis (sweep_outbox) · on" in text
-        assert text.index("hello") < text.index("outbox-sweep")  # the file's first
+        assert "• outbox-sweep · every 30s · aegis (sweep_outbox) · always on" in text
+        assert text.index("hello") < text.index("Built in:") < text.index("outbox-sweep")
         assert "Turn off hello" in buttons(listing)
 
         answer = await tap(stack, listing, "Turn off hello")
@@ -277,7 +277,7 @@ async def test_the_daily_briefing_card(stack):
     [receipt] = await stack.ask("Renew the passport")
     task_id = int(re.match(r"Captured as task (\d+)", receipt["text"]).group(1))
     await tap(stack, receipt, "@next")
-    await message_with(stack, rf"^Task {task_id} → @next")
+    await message_with(stack, rf"✓ Task {task_id} → @next")  # the receipt, edited
     card = await stack.services.platform.interactions.create(
         Ask(Kind.ACKNOWLEDGEMENT, "demo", OWNER_CHAT, "Read the lease before Friday")
     )
@@ -345,6 +345,36 @@ async def test_every_makes_a_schedule_in_chat_that_runs_now_and_is_deleted_by_it
     assert await press(stack, listing, keys["Delete"]) == "clerk-1 is deleted."
     assert await row(stack, "clerk-1") is None
     assert "no schedule clerk-1 any more" in await press(stack, listing, keys["Delete"])
+
+
+async def test_the_sweeps_that_keep_promises_cannot_be_switched_off_from_chat(stack):
+    async with clock(stack):
+        await eventually(lambda: row(stack, "hello"))
+        listing = await command(stack, "/schedules", r"^Schedules")
+    text = listing["text"]
+    actors = {"outbox-sweep": "outbox", "run-sweep": "runs", "interaction-sweep": "interactions"}
+    for name, actor in actors.items():
+        assert f"Turn off {name}" not in buttons(listing)
+        assert f"• {name} · every 30s · aegis (sweep_{actor}) · always on" in text
+    assert "Turn off daily-briefing" in buttons(listing)  # a built-in that is the owner's to stop
+    assert text.index("• hello") < text.index("\nBuilt in:\n") < text.index("• daily-briefing")
+
+    # A "Turn off" signed by us (an old /schedules, before the sweeps lost it) changes nothing.
+    off = stack.services.signer.sign("sched", "outbox-sweep", "off")
+    answer = await press(stack, listing, off)
+    assert (
+        answer
+        == "outbox-sweep is built in and stays on: it keeps aegis's promises. Nothing was changed."
+    )
+    assert (await row(stack, "outbox-sweep")).enabled is True
+
+    # One switched off before this rule is on again when the clock starts.
+    async with stack.store.write() as conn:
+        await conn.execute(
+            update(schedules).where(schedules.c.name == "run-sweep").values(enabled=False)
+        )
+    await Schedules(stack.store).seed(BUILTIN_SCHEDULES)
+    assert (await row(stack, "run-sweep")).enabled is True
 
 
 async def test_every_refuses_what_it_cannot_run_with_what_to_write(stack):

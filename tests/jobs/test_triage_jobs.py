@@ -242,7 +242,7 @@ async def test_the_weekly_review_lists_someday_and_stale_waiting_once_a_week(sta
     assert f"{someday}. Learn Portuguese" in text
     assert f"{stale}. Reply from the landlord" in text
     assert "Parcel from the shop" not in text
-    assert set(buttons(review)) == {f"{someday} → @next", f"{stale} done"}
+    assert set(buttons(review)) == {f"{someday} @next", f"{stale} Done"}
 
     # The same week again: the review runs, and sends nothing more.
     await enqueue(stack, "weekly_review", "weekly-review")

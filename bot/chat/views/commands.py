@@ -78,7 +78,11 @@ COMMANDS = (
     Command("someday", "Someday, maybe", CAPTURE, "someday, maybe"),
     Command("find", "Search every task", CAPTURE, "search every task", "words"),
     Command(
-        "recall", "Search your notes", CAPTURE, "search your notes and @reference items", "words"
+        "recall",
+        "Search your notes",
+        CAPTURE,
+        "search your notes (/note) and @reference items",
+        "words",
     ),
     Command("done", "Close a task as done", CAPTURE, "close task 12 as done", "12"),
     Command(
@@ -90,11 +94,12 @@ COMMANDS = (
     ),
     Command("assign", "Give a task to an agent", CAPTURE, "give task 12 to an agent", "12 agent"),
     Command("task", "Show one task", CAPTURE, "one task in full", "12"),
+    Command("note", "Keep a note: /recall finds it", CAPTURE, "keep a note for /recall", "text"),
     Command(
-        "note",
+        "aside",
         "Say something without capturing it",
         CAPTURE,
-        "say something without capturing it",
+        "say something that is neither captured nor kept",
         "text",
     ),
     Command(

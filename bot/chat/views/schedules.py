@@ -1,5 +1,6 @@
 """How schedules read in chat: ``/schedules`` with a button per schedule to turn it on or off
-(``sched:<name>:on|off``, signed, bot/chat/callbacks.py), and the lines /status adds about them.
+(``sched:<name>:on|off``, signed, bot/chat/callbacks.py), the owner's first and the built-in
+ones after (the sweeps that stay on have no switch), and the lines /status adds about them.
 
 A schedule that routes by capability is shown with the agent it resolves to now; when no agent
 holds the capability it is flagged, here and in /status, because the clock still enqueues it
@@ -15,7 +16,7 @@ from bot.agents.profiles import AgentProfile, with_tag
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
 from bot.chat.text import visible
 from bot.timeutil import local_time, short_time
-from bot.upkeep.schedules import CHAT, ScheduleRow
+from bot.upkeep.schedules import BUILTIN, CHAT, ScheduleRow
 
 SCHEDULE_KIND = "sched"
 
@@ -28,12 +29,18 @@ def schedules_view(
 ) -> tuple[str, dict[str, Any] | None]:
     if not rows:
         return "No schedules yet: the clock adds them when it starts.", None
-    lines = ["Schedules:"]
+    # The owner's first, then aegis's own, marked as built in (rows come in that order too).
+    yours = [row for row in rows if row.source != BUILTIN]
+    builtin = [row for row in rows if row.source == BUILTIN]
+    lines = ["Schedules:"] if yours else ["Schedules: none of yours yet (/every makes one)."]
     buttons = []
-    for row in rows:
-        lines += schedule_lines(row, agents, zone)
-        if _fits(row.name):
-            buttons.append(_buttons(signer, row))
+    for group in (yours, builtin):
+        if group is builtin and builtin:
+            lines.append("\nBuilt in:")
+        for row in group:
+            lines += schedule_lines(row, agents, zone)
+            if _fits(row.name) and not row.always_on:  # no switch for what stays on
+                buttons.append(_buttons(signer, row))
     lines.append("\nA change takes effect at the clock's next tick.")
     return "\n".join(lines), {"inline_keyboard": buttons} if buttons else None
 
@@ -53,7 +60,7 @@ def _buttons(signer: CallbackSigner, row: ScheduleRow) -> list[dict[str, str]]:
 def schedule_lines(
     row: ScheduleRow, agents: dict[str, AgentProfile], zone: tzinfo | None = None
 ) -> list[str]:
-    state = "on" if row.enabled else "off"
+    state = "always on" if row.always_on else "on" if row.enabled else "off"
     head = f"• {row.name} · {row.timing.describe(zone)} · {who_runs(row, agents)} · {state}"
     facts = [f"next {local_time(row.next_run_at, zone)}" if row.enabled else "next: off"]
     facts.append(

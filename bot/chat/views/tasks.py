@@ -1,8 +1,8 @@
 """How tasks look in chat: the capture receipt, the lists (``/next`` grouped by context label),
 the weekly review, and their buttons. Callback data is signed (bot/chat/callbacks.py):
 
-- ``task:<id>:<choice>``: triage or change one task (``next``, ``someday``, ``waiting``,
-  ``reference``, ``drop``, ``done``, ``assign``);
+- ``task:<id>:<action>.<state>``: triage or change one task, shown in that state
+  (bot/chat/views/task_buttons.py);
 - ``assign:<id>:<agent>``: give the task to that agent;
 - ``page:<view>:<n>``: page ``n`` of a list (``next``, ``inbox``, ``waiting``, ``someday``);
 - ``find:<words>:<n>``: page ``n`` of a search, its words joined by ``+``.
@@ -14,11 +14,10 @@ from typing import Any
 
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
 from bot.chat.text import clip, visible
+from bot.chat.views.task_buttons import ASSIGN_KIND, CHOICES, WHERE, Choice, button, list_row
 from bot.tasks.task import Captured, Page, State, Task, group_by_label
 from bot.timeutil import short_time
 
-TASK_KIND = "task"
-ASSIGN_KIND = "assign"
 PAGE_KIND = "page"
 FIND_KIND = "find"
 LISTS = {
@@ -47,23 +46,17 @@ def captured_text(captured: Captured) -> str:
     task = captured.task
     if captured.new:
         whose = f" for {task.assignee}" if task.assignee else ""
-        return (
-            f"Captured as task {task.id}{whose}: {_title(task)}\n"
-            "Where does it go? Or leave it in the inbox for now."
-        )
+        return f"Captured as task {task.id}{whose}: {_title(task)}\n{WHERE}"
     return f"Already captured as task {task.id} ({task.describe_state()}): {_title(task)}"
 
 
 def triage_markup(signer: CallbackSigner, task_id: int) -> dict[str, Any]:
-    def button(text: str, choice: str) -> dict[str, str]:
-        return {"text": text, "callback_data": signer.sign(TASK_KIND, str(task_id), choice)}
-
-    return {
-        "inline_keyboard": [
-            [button("@next", "next"), button("@someday", "someday"), button("@waiting", "waiting")],
-            [button("@reference", "reference"), button("Drop", "drop")],
-        ]
-    }
+    """The receipt's buttons: where an inbox task goes."""
+    rows = [
+        [button(signer, task_id, Choice(action, State.INBOX), numbered=False) for action in row]
+        for row in CHOICES[State.INBOX]
+    ]
+    return {"inline_keyboard": rows}
 
 
 def task_line(task: Task) -> str:
@@ -88,7 +81,7 @@ def list_view(signer: CallbackSigner, view: str, page: Page) -> tuple[str, dict[
     else:
         lines += [task_line(task) for task in page.tasks]
     lines += _page_footer(page)
-    rows = [_row_for(signer, view, task) for task in page.tasks[:BUTTONS_PER_PAGE]]
+    rows = [list_row(signer, task) for task in page.tasks[:BUTTONS_PER_PAGE]]
     rows += _pager(signer, PAGE_KIND, view, page)
     return "\n".join(lines), {"inline_keyboard": rows} if rows else None
 
@@ -153,11 +146,11 @@ def review_view(
         "Nothing has waited for over a week.",
     )
     rows = [
-        [_button(signer, TASK_KIND, str(task.id), "next", f"{task.id} → @next")]
+        [button(signer, task.id, Choice("next", State.SOMEDAY), numbered=True)]
         for task in someday.tasks[:BUTTONS_PER_PAGE]
     ]
     rows += [
-        [_button(signer, TASK_KIND, str(task.id), "done", f"{task.id} done")]
+        [button(signer, task.id, Choice("done", State.WAITING), numbered=True)]
         for task in waiting.tasks[:BUTTONS_PER_PAGE]
     ]
     return "\n".join(lines), {"inline_keyboard": rows} if rows else None
@@ -180,19 +173,6 @@ def assign_markup(signer: CallbackSigner, task_id: int, agents: list[str]) -> di
         if _fits(ASSIGN_KIND, f"{task_id}:{slug}")
     ]
     return {"inline_keyboard": rows}
-
-
-def _row_for(signer: CallbackSigner, view: str, task: Task) -> list[dict[str, str]]:
-    if view == "inbox":
-        choices = [("next", "@next"), ("someday", "someday"), ("drop", "drop")]
-    else:
-        choices = [("done", "done"), ("someday", "someday"), ("waiting", "waiting")]
-        choices = [c for c in choices if LISTS.get(c[0]) is not task.state]
-        choices.append(("assign", "assign"))
-    return [
-        _button(signer, TASK_KIND, str(task.id), choice, f"{task.id}: {text}")
-        for choice, text in choices
-    ]
 
 
 def _pager(signer: CallbackSigner, kind: str, what: str, page: Page) -> list[list[dict]]:
