@@ -4,12 +4,19 @@ function that fails fails the test."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import aiohttp
 import pytest
 
-from tests.helpers.vendor_models import RAN_OUT_TEXT, call, say, scripted_model
+from tests.helpers.vendor_models import (
+    RAN_OUT_TEXT,
+    call,
+    say,
+    scripted_model,
+    scripted_model_in_thread,
+)
 
 TOOLS = {
     "/v1/messages": [{"name": "Read", "input_schema": {}}],
@@ -20,9 +27,7 @@ TOOLS = {
 
 async def _events(response: aiohttp.ClientResponse) -> list:
     text = await response.text()
-    return [
-        line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")
-    ]
+    return [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
 
 
 async def test_anthropic_streams_a_tool_use_then_text_and_side_requests_do_not_advance():
@@ -79,3 +84,18 @@ async def test_a_failing_step_function_fails_the_test_when_the_server_stops():
                 body = {"stream": True, "tools": TOOLS["/v1/messages"], "messages": []}
                 async with http.post(model.url + "/v1/messages", json=body) as response:
                     assert "scripted step failed" in "".join(await _events(response))
+
+
+def test_in_a_thread_too_a_failing_step_function_fails_the_test():
+    def wrong(request):
+        raise AssertionError("not what I expected")
+
+    async def ask(url: str) -> None:
+        async with aiohttp.ClientSession() as http:
+            body = {"stream": True, "tools": TOOLS["/v1/messages"], "messages": []}
+            async with http.post(url + "/v1/messages", json=body) as response:
+                await response.read()
+
+    with pytest.raises(AssertionError, match="not what I expected"):
+        with scripted_model_in_thread([wrong]) as model:
+            asyncio.run(ask(model.url))

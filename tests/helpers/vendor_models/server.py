@@ -95,18 +95,20 @@ async def scripted_model(steps: Sequence[Step]) -> AsyncIterator[ScriptedModel]:
 def scripted_model_in_thread(steps: Sequence[Step]) -> Iterator[ScriptedModel]:
     """``scripted_model`` in a loop of its own thread, for a test that blocks on a subprocess."""
     started: concurrent.futures.Future[ScriptedModel] = concurrent.futures.Future()
+    stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
 
     async def serve() -> None:
+        # What goes wrong is handed to the test's thread, never raised in this one.
         try:
             async with scripted_model(steps) as model:
                 started.set_result(model)
                 await stop.wait()
         except BaseException as exc:
-            if not started.done():
-                started.set_exception(exc)
-            raise
+            (stopped if started.done() else started).set_exception(exc)
+        else:
+            stopped.set_result(None)
 
     thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
     thread.start()
@@ -116,3 +118,4 @@ def scripted_model_in_thread(steps: Sequence[Step]) -> Iterator[ScriptedModel]:
         loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=10)
         loop.close()
+    stopped.result(timeout=0)  # a step function's failure, once the block ended without one
