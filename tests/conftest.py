@@ -26,6 +26,9 @@ CI = os.environ.get("CI") == "true"
 REDIS_URL = os.environ.get("AEGIS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 POSTGRES_DSN = os.environ.get("AEGIS_TEST_POSTGRES_DSN", "postgresql://127.0.0.1:5432/test")
 
+# The fixtures claude_cli, codex_cli and opencode_cli: the real CLIs, installed from npm.
+pytest_plugins = ("tests.helpers.vendor_clis",)
+
 
 def require(service: str, problem: str) -> None:
     message = f"{service} is not available ({problem})"
