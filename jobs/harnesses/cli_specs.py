@@ -158,6 +158,12 @@ CODEX = CliSpec(
         # A hard cap on one call (progress does not extend it): past the hold.
         "-c",
         f"mcp_servers.{MCP_SERVER_NAME}.tool_timeout_sec={CLIENT_TIMEOUT_SECONDS}",
+        # Codex asks its own approval for an MCP tool not marked read-only, and under approval
+        # policy never that is a refusal before the call leaves Codex ("MCP tool call requires
+        # approval, but approval policy is never"): aegis's gate never saw it. "approve" hands
+        # every call of this server to the server, whose gate decides it.
+        "-c",
+        f'mcp_servers.{MCP_SERVER_NAME}.default_tools_approval_mode="approve"',
     ),
     prompt_args=("-",),
     # ``codex exec [OPTIONS] resume <SESSION_ID> -``: the options stay before the subcommand

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.harnesses.cli_specs import CLIS
 from tests.conftest import require
 
 INSTALL_TIMEOUT = 600  # seconds; the three packages together are about 1.2 GB unpacked
@@ -36,11 +37,11 @@ class PinnedCli:
         return f"{self.package.lstrip('@').replace('/', '+')}@{self.version}"
 
 
-# The versions the suite drives; bump one here and the next run installs it beside the old.
+# The versions the suite drives are each CLI's ``tested`` in jobs/harnesses/cli_specs.py (which
+# `aegis doctor` and the README quote); bump one there and the next run installs it beside the
+# old.
 PINNED: dict[str, PinnedCli] = {
-    "claude": PinnedCli("@anthropic-ai/claude-code", "2.1.332", "claude"),
-    "codex": PinnedCli("@openai/codex", "0.171.0", "codex"),
-    "opencode": PinnedCli("opencode-ai", "1.18.33", "opencode"),
+    spec.executable: PinnedCli(spec.package, spec.tested, spec.executable) for spec in CLIS.values()
 }
 
 _installed: dict[str, Path] = {}

@@ -99,6 +99,8 @@ def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
     assert argv[0] == "exec" and argv[-1] == "-"  # the overrides are exec's, before the prompt
     # Its cap on one MCP call is hard (progress does not extend it): past aegis's 25 s hold.
     assert "mcp_servers.aegis.tool_timeout_sec=120" in argv
+    # Its own approval would refuse every aegis tool that is not a read: aegis's gate decides.
+    assert 'mcp_servers.aegis.default_tools_approval_mode="approve"' in argv
 
 
 def test_opencode_denies_its_tools_in_the_config_that_outranks_the_project(tmp_path):
