@@ -205,7 +205,7 @@ def _command(
     ``session``: the CLI's session to resume rather than start a new one."""
     mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
     values = {
-        "private_rules": ",".join(_claude_private_rules(private)),
+        "private_toml": "{" + _toml_string(str(private)) + ' = "none"}',
         "model": agent.model,
         "instructions": agent.instructions,
         "instructions_toml": _toml_string(agent.instructions),
@@ -215,6 +215,8 @@ def _command(
         "config_file": str(rundir / "config.json"),
         "session": session or "",
     }
+    if private is not None and any("{private_rules}" in arg for arg in spec.private_args):
+        values["private_rules"] = ",".join(_claude_private_rules(private))
     _write_private(rundir / "instructions.md", agent.instructions)
     if spec.config is not None:
         config = _fill(spec.config, {**values, "token": token})

@@ -119,15 +119,21 @@ CLAUDE_CODE = CliSpec(
 # (Codex refuses an inline bearer_token). ``developer_instructions`` adds the agent's own
 # instructions to Codex's. --skip-git-repo-check: the workdir aegis.yaml names is the owner's
 # choice, and need not be a git repository.
-# Its shell and its file edits run in whatever sandbox ~/.codex/config.toml sets unless told:
-# ``--sandbox read-only`` (an exec option; "read-only: the entire filesystem is read-only,
-# network blocked", enforced by Landlock/seccomp on Linux, openai/codex docs/sandbox.md) lets
-# its commands read and never write; command-line flags and -c overrides beat config.toml.
-# ``codex exec`` refuses --ask-for-approval (openai/codex#13614) and runs with approval policy
-# never anyway; ``-c approval_policy="never"`` says so explicitly, so nothing escalates out of
-# the sandbox. ``approvals_reviewer="user"``: with "auto_review" an automatic reviewer may
-# grant an escalation past --sandbox read-only (openai/codex#36570). Aegis's MCP server is
-# called by Codex itself, outside the sandbox, so its tools still reach the gate.
+# Codex has no allow list of its built-ins; what bounds them is its sandbox, which it applies
+# to every command it runs (bubblewrap and seccomp on Linux). The sandbox is a permission
+# profile of aegis's own (developers.openai.com/codex/permissions), given as -c overrides, the
+# highest config layer: it extends ":read-only" (commands read, never write; no network) and
+# denies reading aegis's data dir ("none"), which --sandbox read-only cannot say. The profile
+# replaces --sandbox and sandbox_mode, which would switch Codex back to its older settings and
+# drop the profile; tested with 0.171, a sandbox_mode in the owner's ~/.codex/config.toml does
+# not win over it (tests/jobs/test_real_cli_runs.py). ``codex exec`` refuses
+# --ask-for-approval (openai/codex#13614) and runs with approval policy never anyway;
+# ``-c approval_policy="never"`` says so explicitly, so nothing escalates out of the sandbox.
+# ``approvals_reviewer="user"``: with "auto_review" an automatic reviewer may grant an
+# escalation (openai/codex#36570). Its subagents (features.multi_agent: a second context whose
+# tools we do not list) and its web search are off. Aegis's MCP server is called by Codex
+# itself, outside the sandbox, so its tools still reach the gate.
+CODEX_PROFILE = "aegis"
 CODEX = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.CODEX],
     package="@openai/codex",
@@ -136,16 +142,19 @@ CODEX = CliSpec(
         "exec",
         "--json",
         "--skip-git-repo-check",
-        "--sandbox",
-        "read-only",
-        # Said again as config, which ``codex exec resume`` reads too (a resumed session must
-        # stay read-only whatever its options parse, openai/codex#40149).
+        # Config, not options: ``codex exec resume`` reads them too (openai/codex#40149).
         "-c",
-        'sandbox_mode="read-only"',
+        f'default_permissions="{CODEX_PROFILE}"',
+        "-c",
+        f'permissions.{CODEX_PROFILE}.extends=":read-only"',
         "-c",
         'approval_policy="never"',
         "-c",
         'approvals_reviewer="user"',
+        "-c",
+        'web_search="disabled"',
+        "-c",
+        "features.multi_agent=false",
     ),
     reader=CodexStream,
     model_args=("--model", "{model}"),
@@ -165,6 +174,8 @@ CODEX = CliSpec(
         "-c",
         f'mcp_servers.{MCP_SERVER_NAME}.default_tools_approval_mode="approve"',
     ),
+    # {private_toml}: a TOML inline table, aegis's data dir to "none"
+    private_args=("-c", f"permissions.{CODEX_PROFILE}.filesystem={{private_toml}}"),
     prompt_args=("-",),
     # ``codex exec [OPTIONS] resume <SESSION_ID> -``: the options stay before the subcommand
     # (codex-rs/exec/src/cli.rs); ``-`` reads the prompt from stdin there too.

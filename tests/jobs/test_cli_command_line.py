@@ -1,7 +1,7 @@
 """The command line, environment and config a coding-CLI run is given: its token kept off the
 command line and the worker's secrets kept home, each CLI's own mutating built-ins locked
-(claude-code's flags, codex's sandbox, opencode's permission config), and an opencode project
-config that could widen its tools refused."""
+(claude-code's flags, codex's permission profile, opencode's permission config), and an
+opencode project config that could widen its tools refused."""
 
 from __future__ import annotations
 
@@ -93,8 +93,17 @@ def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
     rundir = tmp_path / "run"
     rundir.mkdir()
     kind = HarnessKind.CODEX
-    argv, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123")
-    assert argv[argv.index("--sandbox") + 1] == "read-only"
+    private = tmp_path / 'data "x"'
+    argv, _ = _command(
+        CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=private
+    )
+    # A permission profile of aegis's own, not --sandbox (which would drop the profile): it
+    # extends read-only and denies reading aegis's data dir, its path a TOML string.
+    assert "--sandbox" not in argv and 'default_permissions="aegis"' in argv
+    assert 'permissions.aegis.extends=":read-only"' in argv
+    denied = argv[argv.index("-c", argv.index('permissions.aegis.extends=":read-only"') + 1) :]
+    assert f'permissions.aegis.filesystem={{{json.dumps(str(private))} = "none"}}' in argv, denied
+    assert 'web_search="disabled"' in argv and "features.multi_agent=false" in argv
     assert 'approval_policy="never"' in argv and 'approvals_reviewer="user"' in argv
     assert argv[0] == "exec" and argv[-1] == "-"  # the overrides are exec's, before the prompt
     # Its cap on one MCP call is hard (progress does not extend it): past aegis's 25 s hold.

@@ -210,7 +210,9 @@ def assert_own_tools_locked(harness: str, given: dict) -> None:
         assert not {"bypassPermissions", "acceptEdits"} & set(given["argv"])
         assert "--strict-mcp-config" in given["argv"]
     elif harness == "codex":
-        assert given["sandbox"] == "read-only"
+        assert given["profile"] == "aegis" and "--sandbox" not in given["argv"]
+        assert 'permissions.aegis.extends=":read-only"' in given["argv"]
+        assert any(a.startswith("permissions.aegis.filesystem={") for a in given["argv"])
         assert (given["approval_policy"], given["approvals_reviewer"]) == ("never", "user")
         assert "--dangerously-bypass-approvals-and-sandbox" not in given["argv"]
     else:
