@@ -229,32 +229,27 @@ class AgentRuns:
     async def show_step(self, run_id: int, step: str) -> AgentRun | None:
         """A running run's step, set from outside its harness (the MCP server, holding one of
         its calls on a card); None when it is not running or already says so."""
-        async with self.store.write() as conn:
-            moved = await conn.execute(
-                update(agent_runs)
-                .where(
-                    agent_runs.c.id == run_id,
-                    agent_runs.c.status == RunState.RUNNING,
-                    agent_runs.c.step != step[:200],
-                )
-                .values(step=step[:200])
-            )
-            if moved.rowcount != 1:
-                return None
-            row = (await conn.execute(select(agent_runs).where(agent_runs.c.id == run_id))).one()
-        return AgentRun.from_row(row)
+        return await self._show(
+            run_id,
+            step,
+            agent_runs.c.status == RunState.RUNNING,
+            agent_runs.c.step != step[:200],
+        )
 
     async def show_waiting(self, run_id: int, watch_id: int, step: str) -> AgentRun | None:
         """A parked run's step, as the process watch it waits on goes (its progress)."""
+        return await self._show(
+            run_id,
+            step,
+            agent_runs.c.status == RunState.PARKED,
+            agent_runs.c.watching == watch_id,
+        )
+
+    async def _show(self, run_id: int, step: str, *where) -> AgentRun | None:
+        """Set the run's step where ``where`` holds; the run as it is then, or None."""
         async with self.store.write() as conn:
             moved = await conn.execute(
-                update(agent_runs)
-                .where(
-                    agent_runs.c.id == run_id,
-                    agent_runs.c.status == RunState.PARKED,
-                    agent_runs.c.watching == watch_id,
-                )
-                .values(step=step[:200])
+                update(agent_runs).where(agent_runs.c.id == run_id, *where).values(step=step[:200])
             )
             if moved.rowcount != 1:
                 return None

@@ -135,23 +135,47 @@ def config_text(workdirs: Path) -> str:
     return json.dumps({"agents": agents})  # JSON is YAML
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where a test runs: its directory, its Redis namespace, the environment it may change."""
+
+    tmp_path: Path
+    redis_url: str
+    namespace: str
+    monkeypatch: pytest.MonkeyPatch
+
+
+@pytest.fixture
+def place(tmp_path, redis_server_url, redis_namespace, monkeypatch) -> Place:
+    return Place(tmp_path, redis_server_url, redis_namespace, monkeypatch)
+
+
 @contextlib.asynccontextmanager
-async def real_cli(name, steps, tmp_path, redis_server_url, redis_namespace, monkeypatch, **kw):
+async def real_cli(name: str, steps: list, place: Place, **settings):
     """The stack, with ``name``'s CLI installed and pointed at a scripted model of ``steps``:
     the worker's environment is the CLI's (HOME and the vendor's settings of its own)."""
     cli = CLIS[name]
+    tmp_path, monkeypatch = place.tmp_path, place.monkeypatch
     cli_path(cli.executable)  # installed (or skipped) before HOME moves
     database = f"sqlite+aiosqlite:///{tmp_path / 'aegis.sqlite3'}"
-    settings = make_settings(tmp_path / "data", database, redis_server_url, **kw)
-    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
-    settings.config_file.write_text(config_text(tmp_path / "work"), encoding="utf-8")
+    config = make_settings(tmp_path / "data", database, place.redis_url, **settings)
+    config.config_file.parent.mkdir(parents=True, exist_ok=True)
+    config.config_file.write_text(config_text(tmp_path / "work"), encoding="utf-8")
     async with scripted_model(steps) as model:
         for key, value in cli.environment(model, tmp_path / "home").items():
             monkeypatch.setenv(key, value)
-        async with running_stack(settings, namespace=redis_namespace) as stack:
+        async with running_stack(config, namespace=place.namespace) as stack:
             await stack.ask("/start")  # the owner has opened the chat
-            stack.workdir = tmp_path / "work" / cli.slug
-            yield stack, model, cli
+            yield stack, model
+
+
+def read_then_write(cli: Cli) -> list:
+    """A read of aegis's, a write of aegis's (held for the tap), and the answer."""
+    return [
+        call(cli.tool("demo-read_clock")),
+        call(cli.tool("demo-write_file"), {"name": "hello.txt", "text": "hello"}),
+        say("Wrote hello.txt."),
+    ]
 
 
 async def used(stack, tool: str) -> int:
@@ -171,20 +195,10 @@ async def cards(stack) -> int:
 
 
 @pytest.mark.parametrize("name", sorted(CLIS))
-async def test_a_read_answers_at_once_and_a_write_runs_once_after_the_tap(
-    name, tmp_path, redis_server_url, redis_namespace, monkeypatch
-):
+async def test_a_read_answers_at_once_and_a_write_runs_once_after_the_tap(name, place):
     cli = CLIS[name]
-    steps = [
-        call(cli.tool("demo-read_clock")),
-        call(cli.tool("demo-write_file"), {"name": "hello.txt", "text": "hello"}),
-        say("Wrote hello.txt."),
-    ]
-    async with real_cli(name, steps, tmp_path, redis_server_url, redis_namespace, monkeypatch) as (
-        stack,
-        model,
-        _,
-    ):
+    steps = read_then_write(cli)
+    async with real_cli(name, steps, place) as (stack, model):
         run_id, _ = await start(stack, f"/run {cli.slug} write hello.txt")
         card = await message_with(stack, r"Approval needed", timeout=RUN_TIMEOUT)
         # The read answered at once, before anybody tapped anything.
@@ -208,17 +222,13 @@ async def test_a_read_answers_at_once_and_a_write_runs_once_after_the_tap(
 
 
 @pytest.mark.parametrize("name", sorted(CLIS))
-async def test_with_no_tap_nothing_runs_and_the_run_ends_failed_saying_why(
-    name, tmp_path, redis_server_url, redis_namespace, monkeypatch
-):
+async def test_with_no_tap_nothing_runs_and_the_run_ends_failed_saying_why(name, place):
     cli = CLIS[name]
     steps = [
         call(cli.tool("demo-write_file"), {"name": "hello.txt", "text": "hello"}),
         say("The owner did not answer, so I wrote nothing."),
     ]
-    async with real_cli(
-        name, steps, tmp_path, redis_server_url, redis_namespace, monkeypatch, mcp_hold_seconds=1
-    ) as (stack, model, _):
+    async with real_cli(name, steps, place, mcp_hold_seconds=1) as (stack, model):
         run_id, _ = await start(stack, f"/run {cli.slug} write hello.txt")
         ended = await run_in(
             stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=RUN_TIMEOUT
@@ -232,17 +242,11 @@ async def test_with_no_tap_nothing_runs_and_the_run_ends_failed_saying_why(
 
 
 @pytest.mark.parametrize("name", sorted(CLIS))
-async def test_every_built_in_that_would_change_something_is_refused(
-    name, tmp_path, redis_server_url, redis_namespace, monkeypatch
-):
+async def test_every_built_in_that_would_change_something_is_refused(name, place):
     cli = CLIS[name]
-    workdir = tmp_path / "work" / cli.slug
+    workdir = place.tmp_path / "work" / cli.slug
     steps = [*cli.changes(workdir), say("I could not change anything.")]
-    async with real_cli(name, steps, tmp_path, redis_server_url, redis_namespace, monkeypatch) as (
-        stack,
-        model,
-        _,
-    ):
+    async with real_cli(name, steps, place) as (stack, model):
         run_id, _ = await start(stack, f"/run {cli.slug} make a file")
         ended = await run_in(
             stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=RUN_TIMEOUT
@@ -268,17 +272,11 @@ async def test_every_built_in_that_would_change_something_is_refused(
 
 
 @pytest.mark.parametrize("name", sorted(CLIS))
-async def test_nothing_in_aegis_data_dir_reaches_the_model(
-    name, tmp_path, redis_server_url, redis_namespace, monkeypatch
-):
+async def test_nothing_in_aegis_data_dir_reaches_the_model(name, place):
     cli = CLIS[name]
-    secret = (tmp_path / "data" / "secrets" / "canary").resolve()
+    secret = (place.tmp_path / "data" / "secrets" / "canary").resolve()
     steps = [*cli.peeks(secret), say("I found nothing.")]
-    async with real_cli(name, steps, tmp_path, redis_server_url, redis_namespace, monkeypatch) as (
-        stack,
-        model,
-        _,
-    ):
+    async with real_cli(name, steps, place) as (stack, model):
         secret.parent.mkdir(parents=True, exist_ok=True)
         secret.write_text(SECRET)
         run_id, _ = await start(stack, f"/run {cli.slug} look around")
@@ -317,22 +315,14 @@ def _claude_client(cli: Path, url: str, token: str, home: Path, data_dir: Path) 
 
 @pytest.mark.parametrize("name", sorted(CLIS))
 async def test_a_client_configured_by_the_readme_reads_at_once_and_writes_after_the_tap(
-    name, tmp_path, redis_server_url, redis_namespace, monkeypatch
+    name, place
 ):
     cli = CLIS[name]
-    steps = [
-        call(cli.tool("demo-read_clock")),
-        call(cli.tool("demo-write_file"), {"name": "hello.txt", "text": "hello"}),
-        say("Wrote hello.txt."),
-    ]
-    async with real_cli(name, steps, tmp_path, redis_server_url, redis_namespace, monkeypatch) as (
-        stack,
-        model,
-        _,
-    ):
+    steps = read_then_write(cli)
+    async with real_cli(name, steps, place) as (stack, model):
         token = await AgentTokens(stack.store).mint("laptop")
         url = mcp_url(stack.settings)
-        home = tmp_path / "home"
+        home = place.tmp_path / "home"
         env = cli.environment(model, home) | {"AEGIS_MCP_TOKEN": token}
         executable = cli_path(cli.executable)
         if name == "claude":
@@ -361,7 +351,7 @@ async def test_a_client_configured_by_the_readme_reads_at_once_and_writes_after_
             env = opencode_environment(model, home, {"mcp": {"aegis": server}})
             env["AEGIS_MCP_TOKEN"] = token
             command = [str(executable), "run", "--format", "json"]
-        workdir = tmp_path / "work" / "laptop"
+        workdir = place.tmp_path / "work" / "laptop"
         workdir.mkdir(parents=True)
         process = await asyncio.create_subprocess_exec(
             *command,
