@@ -56,3 +56,12 @@ async def emulator() -> AsyncIterator[RunningEmulator]:
 async def bot(emulator: RunningEmulator) -> AsyncIterator[telegram.Bot]:
     async with emulator.make_bot() as ptb_bot:
         yield ptb_bot
+
+
+@pytest.fixture
+async def page() -> AsyncIterator:
+    """A phone-sized page of Chromium (tests/helpers/chat_page.py)."""
+    from tests.helpers.chat_page import phone_page
+
+    async with phone_page() as opened:
+        yield opened

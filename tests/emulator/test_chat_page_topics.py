@@ -1,69 +1,20 @@
-"""The chat page in a real browser: Debian's Chromium, driven by Playwright, shows a forum's
-topics, one topic's messages at a time, and writes into the topic it shows.
-
-Skipped with the reason where Chromium or playwright is missing; under CI=true they must be here
-(`.ci/run` installs Chromium), so there it fails instead. Playwright never downloads a browser of
-its own: it drives /usr/bin/chromium.
-"""
+"""The chat page in a real browser shows a forum's topics, one topic's messages at a time, and
+writes into the topic it shows."""
 
 from __future__ import annotations
 
-import importlib.util
-import re
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 import telegram
 from conftest import CONTROL_KEY
 
 from emulator import DEFAULT_USER
-from tests.conftest import require
+from tests.helpers.chat_page import PHONE, bubble
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-PHONE = {"width": 390, "height": 844}
 FORUM = -1001234567890
 ANN = {"id": 42, "first_name": "Ann"}
 
 
-@pytest.fixture
-async def page(emulator) -> AsyncIterator:
-    """A phone-sized page of Chromium, closed with its browser afterwards."""
-    if not CHROMIUM.exists():
-        require(f"Chromium at {CHROMIUM}", "not installed: apt-get install chromium")
-    if importlib.util.find_spec("playwright") is None:
-        require("the playwright package", "not installed: pip install -e '.[dev]'")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            context = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
-            yield await context.new_page()
-        finally:
-            await browser.close()
-
-
 def chip(page, name: str):
     return page.locator("#topics button", has_text=name)
-
-
-def bubble(page, text: str):
-    """The message whose own text is ``text`` (not one quoting it)."""
-    own_text = page.locator(".text", has_text=re.compile(f"^{re.escape(text)}$"))
-    return page.locator("#log .msg").filter(has=own_text)
 
 
 async def wait_for_tap(bot) -> telegram.CallbackQuery:
