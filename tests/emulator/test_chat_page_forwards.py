@@ -45,9 +45,13 @@ async def test_forwards_are_captured_as_telegram_would_have_them(aegis, page) ->
 
     first = await forward(page, "user", "Ann", "call the bank")
     assert first.startswith("Captured as task 1")
+    # The receipt answers the forward, and is drawn so: a quote of it, headed by its origin.
+    newest_answer = page.locator("#log .msg.bot").last
+    await expect(newest_answer.locator(".reply")).to_have_text("Anncall the bank")
     # Each post of a channel is its own message, and so is one of another channel whose title
     # is as long (the page once made a channel's id of its title's length, every post's id 1).
     assert (await forward(page, "channel", "News", "release 1.0")).startswith("Captured as task 2")
+    await expect(newest_answer.locator(".reply")).to_have_text("Newsrelease 1.0")
     assert (await forward(page, "channel", "News", "release 1.1")).startswith("Captured as task 3")
     assert (await forward(page, "channel", "Blog", "hello there")).startswith("Captured as task 4")
     await page.reload()  # the channels and their posts outlive the page
