@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from bot.config.settings import Settings, is_loopback
 from bot.errors import PolicyConfigError, StoreError
 from bot.store import migrate
 from bot.store.database import Store
+from jobs.harnesses.cli import executable_of
 from jobs.harnesses.cli_specs import CLIS
 
 VERSION = re.compile(r"\d+\.\d+\.\d+")
@@ -225,8 +225,8 @@ def _agent_problems(agent: AgentProfile, private: Path) -> list[str]:
     place = f"agents.{agent.slug}"
     problems = []
     if agent.harness is not None and agent.harness.is_cli:
-        command = agent.command or agent.harness.default_command
-        if shutil.which(command) is None:
+        command, found = executable_of(agent, CLIS[agent.harness])
+        if found is None:
             problems.append(
                 f"{place}.command: {command} is not an executable on PATH; install the "
                 f"{agent.harness} CLI or give its full path as command:"
@@ -252,20 +252,22 @@ def _agent_problems(agent: AgentProfile, private: Path) -> list[str]:
 def _cli_version(agent: AgentProfile) -> list[Finding]:
     """The installed version of an agent's coding CLI, beside the one aegis's tests run."""
     spec = CLIS.get(agent.harness) if agent.harness is not None else None
-    command = shutil.which(agent.command or spec.executable) if spec is not None else None
+    command = executable_of(agent, spec)[1] if spec is not None else None
     if spec is None or command is None:
         return []  # not a CLI agent, or its missing command is already a problem above
     place = f"agents.{agent.slug}"
+    # As a run starts it: none of aegis's own variables (they may hold its secrets).
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AEGIS_")}
     try:
         asked = [command, "--version"]  # the agent's own command, from the owner's aegis.yaml
         shown = subprocess.run(  # noqa: S603
-            asked, capture_output=True, text=True, timeout=20, check=False
+            asked, capture_output=True, text=True, timeout=20, check=False, env=env
         ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
-        return [Finding(False, f"{place}: {command} --version did not answer ({exc})")]
+        return [Finding(True, f"{place}: {command} --version did not answer ({exc})", warn=True)]
     found = VERSION.search(shown or "")
     if found is None:
-        return [Finding(False, f"{place}: {command} --version printed no version")]
+        return [Finding(True, f"{place}: {command} --version printed no version", warn=True)]
     version = found.group(0)
     if version == spec.tested:
         return [Finding(True, f"{place}: {spec.name} {version}, the version aegis's tests run.")]

@@ -42,14 +42,14 @@ from bot.actions.held_calls import HeldCalls
 from bot.agents.tokens import AgentTokens, TokenHolder
 from bot.core import Platform
 from bot.errors import NameClash
-from bot.tools.declarations import PROMPT_TOOL
+from bot.tools.declarations import MCP_SERVER_NAME, PROMPT_TOOL
 from bot.tools.offer import OfferedTool, offered, tool_text, wire_name
 
 logger = logging.getLogger(__name__)
 PERMISSION_PROMPT = PROMPT_TOOL
 CLI_TOOL_PREFIX = "cli."
 # How Claude Code names a tool of this server (``claude mcp add … aegis …``, README).
-OWN_TOOL_PREFIX = "mcp__aegis__"
+OWN_TOOL_PREFIX = f"mcp__{MCP_SERVER_NAME}__"
 HOLDER = "aegis_token_holder"  # where a verified request keeps who it speaks for
 MAX_BODY_BYTES = 1_048_576
 INSTRUCTIONS = (

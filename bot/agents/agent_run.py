@@ -31,8 +31,8 @@ ENDED = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.TIMED_OUT, RunS
 
 
 # Counted in a run's effects but changing nothing: calls refused, failed or denied
-# (``calls_*``), and cards that only asked.
-NOT_EFFECTS = ("calls_", "cards_asked")
+# (``calls_*``), cards that only asked, and a CLI's calls that only read.
+NOT_EFFECTS = ("calls_", "cards_asked", "reads")
 
 
 def completed_with_no_effect(status: str, effects: dict | None) -> bool:

@@ -2,10 +2,10 @@
 
 Claude Code asks aegis's ``permission_prompt`` tool before it uses a built-in that is neither
 allowed nor refused on its command line; the gate then decides ``cli.<Name>`` like any call.
-Only the built-ins that read are declared, so they run unattended; any other (Bash, Edit,
-Write, WebFetch, one added in a later release …) is undeclared, so it waits for a tap and a
-code. When the gate lets one through, nothing runs here: the answer is the CLI's permission to
-run it itself.
+Only the built-ins that read are declared, so they run unattended, and only inside the agent's
+workdir (never in aegis's data dir); any other (Bash, Edit, Write, WebFetch, one added in a later
+release …) is undeclared, so it waits for a tap and a code. When the gate lets one through,
+nothing runs here: the answer is the CLI's permission to run it itself.
 """
 
 from __future__ import annotations
@@ -47,6 +47,18 @@ def _fixed_part(path: Path) -> Path:
     return Path(*parts)
 
 
+def outside(args: dict, workdir: Path | None) -> str | None:
+    """The first absolute path in a built-in's input that lies outside ``workdir`` (every one,
+    when there is none)."""
+    for key in PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.startswith(("/", "~")):
+            where = _fixed_part(Path(value).expanduser()).resolve()
+            if workdir is None or not where.is_relative_to(workdir.resolve()):
+                return value
+    return None
+
+
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:
     private = platform.settings.data_dir.resolve()
 
@@ -56,6 +68,15 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
         where = touches(args, private)
         if where is not None:
             raise ToolRefused(f"{where} is inside aegis's own data dir, which no agent may read")
+        # Nor anywhere outside its workdir (a CLI asks only about what lies outside it): the
+        # worker's /proc/<pid>/environ, another run's token file, the owner's ~/.ssh … An
+        # allow list, so nothing there is read because nobody thought to name it.
+        profile = platform.agents.get(caller.agent)
+        where = outside(args, profile.workdir if profile is not None else None)
+        if where is not None:
+            raise ToolRefused(
+                f"{where} is outside {caller.agent}'s workdir; its own tools read only there"
+            )
         return "permitted: the CLI runs it itself"
 
     return {CLI_FAMILY: permitted}

@@ -255,6 +255,8 @@ DEPLOY = (
 
 CLI_FAMILY = "cli.*"
 PROMPT_TOOL = "permission_prompt"  # the MCP tool Claude Code asks (mcp__aegis__permission_prompt)
+# How the coding CLIs name aegis's MCP server (Claude Code's tools: mcp__aegis__<tool>).
+MCP_SERVER_NAME = "aegis"
 READING = {
     "Read": "Read a file.",
     "Grep": "Search file contents.",

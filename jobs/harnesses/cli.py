@@ -35,10 +35,11 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -48,10 +49,13 @@ from bot.agents.ledger import Ledger
 from bot.agents.profiles import AgentProfile
 from bot.agents.tokens import AgentTokens
 from bot.errors import HarnessFailed
+from bot.tools.declarations import MCP_SERVER_NAME
+from bot.tools.offer import wire_name
 from jobs.harness import RunContext
 from jobs.harnesses.cli_process import CliProcess
 from jobs.harnesses.cli_specs import CliSpec
 from jobs.harnesses.cli_streams import SESSION_ID
+from policies.tools import Catalog, Effect
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +81,8 @@ class CliHarness:
         ttl = timedelta(seconds=max(ctx.remaining(), 0)) + TOKEN_SLACK
         token = await wiring.tokens.mint_for_run(ctx.agent.slug, ctx.run.id, ttl)
         session, prompt = _resuming(ctx)
-        process = CliProcess(self.spec.name, self.spec.reader(), ctx, token, prompt)
+        reads = _reads(self.spec, wiring.catalog)
+        process = CliProcess(self.spec.name, self.spec.reader(), ctx, token, prompt, reads=reads)
         started = time.monotonic()
         rundir = None
         try:
@@ -122,6 +127,7 @@ class Wiring:
     tokens: AgentTokens
     ledger: Ledger
     data_dir: Path | None = None  # aegis's own data and secrets: no agent reads there
+    catalog: Catalog | None = None  # the declared tools, for which of aegis's only read
 
     @classmethod
     async def of_this_worker(cls) -> Wiring:
@@ -129,7 +135,37 @@ class Wiring:
 
         platform = (await resources()).platform
         settings = platform.settings
-        return cls(settings.mcp_port, platform.tokens, platform.ledger, settings.data_dir.resolve())
+        return cls(
+            settings.mcp_port,
+            platform.tokens,
+            platform.ledger,
+            settings.data_dir.resolve(),
+            platform.catalog,
+        )
+
+
+# How each CLI's stream names a tool of aegis's MCP server: Claude Code, Codex, OpenCode.
+AEGIS_TOOL_PREFIXES = (f"mcp__{MCP_SERVER_NAME}__", f"{MCP_SERVER_NAME}.", f"{MCP_SERVER_NAME}_")
+
+
+def _reads(spec: CliSpec, catalog: Catalog | None) -> Callable[[str], bool]:
+    """Whether a call, as ``spec``'s stream names it, only reads: one of the CLI's reading
+    built-ins, or one of aegis's tools declared a read. Anything else is a change (fail closed:
+    a built-in no list names, a tool aegis does not know)."""
+    effects = {}
+    for tool in catalog.tools.values() if catalog is not None else ():
+        effects[wire_name(tool.name).replace("-", "_")] = tool.effect
+
+    def reads(tool: str) -> bool:
+        if tool in spec.reading_tools:
+            return True
+        for prefix in AEGIS_TOOL_PREFIXES:
+            if tool.startswith(prefix):
+                wire = tool.removeprefix(prefix).replace("-", "_")  # Codex's names: no dashes
+                return effects.get(wire) is Effect.READ
+        return False
+
+    return reads
 
 
 async def _after(ctx: RunContext, wiring: Wiring, process: CliProcess, seconds: float) -> None:
@@ -179,9 +215,15 @@ def _keeps_out_of(private: Path | None, agent: AgentProfile, workdir: Path) -> N
         )
 
 
-def _executable(agent: AgentProfile, spec: CliSpec) -> str:
+def executable_of(agent: AgentProfile, spec: CliSpec) -> tuple[str, str | None]:
+    """The command an agent's CLI is started with (its ``command``, else the CLI's name), and
+    where it was found on PATH (None: nowhere)."""
     wanted = str(Path(agent.command).expanduser()) if agent.command else spec.executable
-    found = shutil.which(wanted)
+    return wanted, shutil.which(wanted)
+
+
+def _executable(agent: AgentProfile, spec: CliSpec) -> str:
+    wanted, found = executable_of(agent, spec)
     if found is None:
         raise HarnessFailed(
             f"{agent.slug}'s command {wanted!r} was not found or is not executable "
@@ -205,7 +247,7 @@ def _command(
     ``session``: the CLI's session to resume rather than start a new one."""
     mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
     values = {
-        "private_toml": "{" + _toml_string(str(private)) + ' = "none"}',
+        "profile": f"aegis-{secrets.token_hex(6)}",  # new for each run: no config adds to it
         "model": agent.model,
         "instructions": agent.instructions,
         "instructions_toml": _toml_string(agent.instructions),
@@ -215,8 +257,11 @@ def _command(
         "config_file": str(rundir / "config.json"),
         "session": session or "",
     }
-    if private is not None and any("{private_rules}" in arg for arg in spec.private_args):
-        values["private_rules"] = ",".join(_claude_private_rules(private))
+    extra = spec.config_args(agent.workdir) if spec.config_args is not None else []
+    if private is not None:
+        values["private_toml"] = "{" + _toml_string(str(private)) + ' = "none"}'
+        if any("{private_rules}" in arg for arg in spec.private_args):
+            values["private_rules"] = ",".join(_claude_private_rules(private))
     _write_private(rundir / "instructions.md", agent.instructions)
     if spec.config is not None:
         config = _fill(spec.config, {**values, "token": token})
@@ -229,6 +274,7 @@ def _command(
     argv += spec.mcp_args
     if private is not None:
         argv += spec.private_args
+    argv += extra
     argv += spec.resume_args if session else spec.prompt_args
     argv = _fill(argv, values)
     if any(token in arg for arg in argv):  # a spec that would show the token to `ps`
@@ -245,10 +291,10 @@ def _claude_private_rules(private: Path | None) -> tuple[str, ...]:
     at commas and spaces, so a folder whose path holds one cannot be named: refused."""
     if private is None:
         return ()
-    if any(mark in str(private) for mark in ", ()"):
+    if any(mark in str(private) for mark in ", ()*?[]{}!\\"):
         raise HarnessFailed(
-            f"aegis's data dir {private} holds a comma, a space or a parenthesis, so Claude Code "
-            "cannot be told to keep out of it; move AEGIS_DATA_DIR"
+            f"aegis's data dir {private} holds a comma, a space, a bracket or a wildcard, so "
+            "Claude Code cannot be told to keep out of it; move AEGIS_DATA_DIR"
         )
     return (f"Read(//{str(private).lstrip('/')}/**)",)
 

@@ -34,6 +34,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.agents.ledger import OK
@@ -104,8 +105,10 @@ class CliProcess:
         token: str,
         prompt: str | None = None,
         cgroups: RunCgroups | None = None,
+        reads: Callable[[str], bool] = lambda tool: False,
     ) -> None:
         self.name = name  # the CLI's, for what the owner is told
+        self.reads = reads  # whether a tool, as the stream names it, only reads (else: a change)
         self.cgroups = cgroups or this_worker()
         self.reader = reader
         self.ctx = ctx
@@ -200,7 +203,9 @@ class CliProcess:
             if line is None:
                 self.oversized += 1
                 continue
-            for step in self.reader.feed(line):
+            steps = self.reader.feed(line)
+            self._count_calls()  # a tool result may end a call and show no step
+            for step in steps:
                 await self._progress(step)
 
     async def _read_stderr(self, process: asyncio.subprocess.Process) -> None:
@@ -211,7 +216,6 @@ class CliProcess:
 
     async def _progress(self, step: str) -> None:
         """A step for the run's message, saved at most every STEP_EVERY seconds."""
-        self._count_calls()
         moment = asyncio.get_running_loop().time()
         if moment - self.last_step_at < STEP_EVERY:
             return
@@ -238,14 +242,25 @@ class CliProcess:
         if reader.failure:
             self.status = "failure reported"
             raise HarnessFailed(self._scrub(f"{name} reported a failure: {reader.failure}"))
-        if reader.calls_failed and not reader.calls_worked:
+        failed = [call for call in reader.calls if call.failed]
+        changes = [call for call in reader.calls if not self.reads(call.tool)]
+        if failed and len(failed) == len(reader.calls):
             # The completed no-op: every call it made was refused or failed, or never reached
             # aegis, and a run that changed nothing is not reported done (design.md).
             self.status = "no call worked"
             raise HarnessFailed(
                 self._scrub(
-                    f"{name} ended, but none of the {reader.calls_failed} tool calls it made "
-                    f"went through; the last: {reader.last_failed_call}"
+                    f"{name} ended, but none of the {len(failed)} tool calls it made went "
+                    f"through; the last: {failed[-1].words()}"
+                )
+            )
+        if changes and all(call.failed for call in changes):
+            # It read, then tried to change something, and nothing it tried was done.
+            self.status = "no change went through"
+            raise HarnessFailed(
+                self._scrub(
+                    f"{name} ended, but none of the {len(changes)} changes it tried went "
+                    f"through; the last: {changes[-1].words()}"
                 )
             )
         answer = reader.answer()
@@ -259,9 +274,13 @@ class CliProcess:
         return self._scrub(_cap(answer))
 
     def _count_calls(self) -> None:
-        """The run's effects: the CLI's tool calls that worked and those that did not."""
-        self.ctx.effects["tool_calls"] = self.reader.calls_worked
-        self.ctx.effects["calls_failed"] = self.reader.calls_failed
+        """The run's effects: the CLI's calls that changed something, those that only read,
+        and those that did not work."""
+        worked = [call for call in self.reader.calls if not call.failed]
+        changed = sum(not self.reads(call.tool) for call in worked)
+        self.ctx.effects["changes_made"] = changed
+        self.ctx.effects["reads"] = len(worked) - changed
+        self.ctx.effects["calls_failed"] = len(self.reader.calls) - len(worked)
 
     def _stderr_words(self) -> str:
         lines = self.stderr.decode("utf-8", errors="replace").strip().splitlines()

@@ -7,6 +7,7 @@ jobs/harnesses/cli.py.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.agents.profiles import CLI_COMMANDS, HarnessKind
-from bot.tools.declarations import PROMPT_TOOL
+from bot.tools.declarations import MCP_SERVER_NAME, PROMPT_TOOL
 from jobs.harnesses.cli_streams import ClaudeStream, CodexStream, OpencodeStream, StreamReader
+from jobs.harnesses.codex_config import foreign_servers_off
 from jobs.harnesses.opencode_project import refuse_widening_config
 
-MCP_SERVER_NAME = "aegis"  # how each CLI names aegis's MCP server (Claude's tools: mcp__aegis__*)
 # The name of a variable (not a secret): a CLI that reads its bearer token from the environment.
 TOKEN_ENV = "AEGIS_MCP_TOKEN"  # noqa: S105
 # How long a CLI aegis starts waits for one call to aegis's tools: well past the 25 s a gated
@@ -49,6 +50,12 @@ class CliSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     # Called with the workdir before anything is started; raises HarnessFailed to refuse it.
     preflight: Callable[[Path], None] | None = None
+    # Called with the workdir: more arguments, from what the CLI's own config files hold (what
+    # must be switched off for the run); raises HarnessFailed to refuse the run.
+    config_args: Callable[[Path], list[str]] | None = None
+    # Its built-ins that only read, as its stream names them; any other call (aegis's tools
+    # go by their declared effect) counts as a change it tried.
+    reading_tools: frozenset[str] = frozenset()
     # The npm package and the version of it the tests run for real (tests/helpers/vendor_clis.py
     # installs it; `aegis doctor` compares what is installed).
     package: str = ""
@@ -82,6 +89,7 @@ CLAUDE_CODE = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.CLAUDE_CODE],
     package="@anthropic-ai/claude-code",
     tested="2.1.332",
+    reading_tools=frozenset(CLAUDE_BUILTINS),
     args=("-p", "--output-format", "stream-json", "--verbose"),
     reader=ClaudeStream,
     model_args=("--model", "{model}"),
@@ -92,6 +100,12 @@ CLAUDE_CODE = CliSpec(
         "--strict-mcp-config",
         "--tools",
         ",".join(CLAUDE_BUILTINS),
+        # No settings file of the owner's or the project's: a project's .claude/settings.json
+        # runs hooks (shell commands) with no prompt, and carries allow rules. Hooks off too.
+        "--setting-sources",
+        "",
+        "--settings",
+        '{"disableAllHooks": true}',
         "--permission-mode",
         "default",
         "--allowedTools",
@@ -123,7 +137,10 @@ CLAUDE_CODE = CliSpec(
 # to every command it runs (bubblewrap and seccomp on Linux). The sandbox is a permission
 # profile of aegis's own (developers.openai.com/codex/permissions), given as -c overrides, the
 # highest config layer: it extends ":read-only" (commands read, never write; no network) and
-# denies reading aegis's data dir ("none"), which --sandbox read-only cannot say. The profile
+# denies reading aegis's data dir ("none"), which --sandbox read-only cannot say. Its name
+# ({profile}) is new for each run, so no config layer can add to it (Codex merges tables of
+# the same name key by key: a project's [permissions.x.filesystem] "/" = "write" would). The
+# profile
 # replaces --sandbox and sandbox_mode, which would switch Codex back to its older settings and
 # drop the profile; tested with 0.171, a sandbox_mode in the owner's ~/.codex/config.toml does
 # not win over it (tests/jobs/test_real_cli_runs.py). ``codex exec`` refuses
@@ -131,22 +148,24 @@ CLAUDE_CODE = CliSpec(
 # ``-c approval_policy="never"`` says so explicitly, so nothing escalates out of the sandbox.
 # ``approvals_reviewer="user"``: with "auto_review" an automatic reviewer may grant an
 # escalation (openai/codex#36570). Its subagents (features.multi_agent: a second context whose
-# tools we do not list) and its web search are off. Aegis's MCP server is called by Codex
-# itself, outside the sandbox, so its tools still reach the gate.
-CODEX_PROFILE = "aegis"
+# tools we do not list) and its web search are off, and so is every other MCP server its config
+# layers declare (jobs/harnesses/codex_config.py: Codex has no --strict-mcp-config). Aegis's
+# MCP server is called by Codex itself, outside the sandbox, so its tools still reach the gate.
 CODEX = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.CODEX],
     package="@openai/codex",
     tested="0.171.0",
+    # Its shell runs in a read-only profile: a command there cannot change anything.
+    reading_tools=frozenset({"command_execution", "web_search"}),
     args=(
         "exec",
         "--json",
         "--skip-git-repo-check",
         # Config, not options: ``codex exec resume`` reads them too (openai/codex#40149).
         "-c",
-        f'default_permissions="{CODEX_PROFILE}"',
+        'default_permissions="{profile}"',
         "-c",
-        f'permissions.{CODEX_PROFILE}.extends=":read-only"',
+        'permissions.{profile}.extends=":read-only"',
         "-c",
         'approval_policy="never"',
         "-c",
@@ -175,7 +194,8 @@ CODEX = CliSpec(
         f'mcp_servers.{MCP_SERVER_NAME}.default_tools_approval_mode="approve"',
     ),
     # {private_toml}: a TOML inline table, aegis's data dir to "none"
-    private_args=("-c", f"permissions.{CODEX_PROFILE}.filesystem={{private_toml}}"),
+    private_args=("-c", "permissions.{profile}.filesystem={private_toml}"),
+    config_args=functools.partial(foreign_servers_off, keep=MCP_SERVER_NAME),
     prompt_args=("-",),
     # ``codex exec [OPTIONS] resume <SESSION_ID> -``: the options stay before the subcommand
     # (codex-rs/exec/src/cli.rs); ``-`` reads the prompt from stdin there too.
@@ -204,15 +224,10 @@ CODEX = CliSpec(
 # merged key by key, and a project's own permission keys or agents could still come after ours,
 # so a workdir whose project config touches permissions, tools, agents or plugins is refused
 # (jobs/harnesses/opencode_project.py). The token stays in the private file, not the environment.
+OPENCODE_READING = ("read", "glob", "grep", "list", "lsp", "todoread", "todowrite")
 OPENCODE_PERMISSION: dict[str, str] = {
     "*": "deny",
-    "read": "allow",
-    "glob": "allow",
-    "grep": "allow",
-    "list": "allow",
-    "lsp": "allow",
-    "todoread": "allow",
-    "todowrite": "allow",
+    **dict.fromkeys(OPENCODE_READING, "allow"),
     f"{MCP_SERVER_NAME}_*": "allow",
     "edit": "deny",
     "bash": "deny",
@@ -231,6 +246,7 @@ OPENCODE = CliSpec(
     executable=CLI_COMMANDS[HarnessKind.OPENCODE],
     package="opencode-ai",
     tested="1.18.33",
+    reading_tools=frozenset(OPENCODE_READING),
     args=("run", "--format", "json"),
     reader=OpencodeStream,
     model_args=("--model", "{model}"),

@@ -32,11 +32,23 @@ from __future__ import annotations
 import abc
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 STEP_CHARS = 80  # a progress step is one short line
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\Z")
 ERROR_CHARS = 500
+
+
+@dataclass(frozen=True)
+class EndedCall:
+    tool: str  # as the stream names it: Read, mcp__aegis__tasks-create, command_execution …
+    failed: bool
+    shown: str  # what it was, in a few words
+    reason: str | None  # why it failed
+
+    def words(self) -> str:
+        return f"{self.shown}: {self.reason}"
 
 
 class StreamReader(abc.ABC):
@@ -53,9 +65,7 @@ class StreamReader(abc.ABC):
         # Each tool call the CLI made, by how it ended as the CLI saw it: one that was refused
         # (by aegis's gate, by the CLI's own settings, or by the CLI before it reached aegis)
         # or that failed is not a call that worked, whatever the model says afterwards.
-        self.calls_worked = 0
-        self.calls_failed = 0
-        self.last_failed_call: str | None = None  # its tool, and why, in a few words
+        self.calls: list[EndedCall] = []
         self.input_tokens = 0
         self.output_tokens = 0
 
@@ -103,13 +113,11 @@ class StreamReader(abc.ABC):
         self.last_text = text
         return "writing: " + one_line(text)
 
-    def _ended_call(self, tool: Any, failed: bool, why: Any = None) -> None:
-        if not failed:
-            self.calls_worked += 1
-            return
-        self.calls_failed += 1
-        reason = clip_error(_text_of(why)) or "it failed"
-        self.last_failed_call = one_line(f"{tool}: {reason}", ERROR_CHARS)
+    def _ended_call(self, tool: Any, failed: bool, why: Any = None, shown: Any = None) -> None:
+        """A call has ended: ``tool`` as the stream names it (what decides whether it only
+        reads), ``shown`` as the owner is told (a command's text), and why it failed."""
+        reason = (clip_error(_text_of(why)) or "it failed") if failed else None
+        self.calls.append(EndedCall(str(tool), failed, one_line(str(shown or tool), 60), reason))
 
 
 class ClaudeStream(StreamReader):
@@ -203,10 +211,11 @@ class CodexStream(StreamReader):
         if kind in ("command_execution", "mcp_tool_call", "web_search", "file_change"):
             # status: completed, or failed (an MCP call refused by Codex's own approval or by
             # aegis, a command that exited non-zero) or declined.
-            status = item.get("status")
-            failed = status not in (None, "completed") or item.get("error") is not None
-            why = (item.get("error") or {}).get("message") if failed else None
-            self._ended_call(_codex_tool(item), failed, why or _codex_result_text(item))
+            status, error = item.get("status"), item.get("error")
+            failed = status not in (None, "completed") or error is not None
+            why = error.get("message") if isinstance(error, dict) else error
+            tool = f"{item.get('server')}.{item.get('tool')}" if kind == "mcp_tool_call" else kind
+            self._ended_call(tool, failed, why or _codex_result_text(item), _codex_tool(item))
             if kind == "file_change":
                 changes = item.get("changes") or []
                 paths = [c.get("path", "") for c in changes if isinstance(c, dict)]

@@ -12,6 +12,7 @@ and then behaves as the request says:
 - ``report failure``: the CLI's own failure event in its stream, exits 0;
 - ``every call refused``: one tool call that ends refused, then a success saying so, exits 0
   (the completed no-op: what Codex printed when its approval policy refused aegis's tool);
+  ``read then a refused change``: a read that works first, then the same;
 - ``hang``: prints its first event and sleeps; ``stubborn`` also ignores SIGTERM;
   ``spawn a child`` first starts a child process (same process group) that sleeps too;
 - ``wait for go``: waits (at most a minute) for a file named ``go`` in its working directory,
@@ -175,6 +176,11 @@ def behave(fake: Fake, request: str, *, started: bool) -> None:
         sys.exit(3)
     if "report failure" in request:
         emit(fake.failed("the model is overloaded"))
+        return
+    if "read then a refused change" in request:
+        emit(fake.tool_use("Read", {"file_path": "README.md"}))
+        emit(fake.tool_use("aegis.demo_write_file", {"path": "x"}, refused=REFUSED))
+        emit(fake.finished("I read it, and could not write."))
         return
     if "every call refused" in request:
         emit(fake.tool_use("aegis.demo_write_file", {"path": "x"}, refused=REFUSED))

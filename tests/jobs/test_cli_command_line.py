@@ -15,6 +15,7 @@ from bot.agents.profiles import HarnessKind
 from bot.errors import HarnessFailed
 from jobs.harnesses.cli import _command
 from jobs.harnesses.cli_specs import CLAUDE_BUILTINS, CLIS, OPENCODE_PERMISSION
+from jobs.harnesses.codex_config import foreign_servers_off
 from jobs.harnesses.opencode_project import refuse_widening_config
 from tests.helpers.cli_harness import profile
 
@@ -98,11 +99,17 @@ def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
         CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=private
     )
     # A permission profile of aegis's own, not --sandbox (which would drop the profile): it
-    # extends read-only and denies reading aegis's data dir, its path a TOML string.
-    assert "--sandbox" not in argv and 'default_permissions="aegis"' in argv
-    assert 'permissions.aegis.extends=":read-only"' in argv
-    denied = argv[argv.index("-c", argv.index('permissions.aegis.extends=":read-only"') + 1) :]
-    assert f'permissions.aegis.filesystem={{{json.dumps(str(private))} = "none"}}' in argv, denied
+    # extends read-only and denies reading aegis's data dir, its path a TOML string. Its name is
+    # new for each run, so no config layer of the owner's or a project's can add to it.
+    named = re.search(r'^default_permissions="(aegis-[0-9a-f]{12})"$', "\n".join(argv), re.M)
+    assert "--sandbox" not in argv and named is not None
+    name = named.group(1)
+    assert f'permissions.{name}.extends=":read-only"' in argv
+    assert f'permissions.{name}.filesystem={{{json.dumps(str(private))} = "none"}}' in argv
+    again = tmp_path / "again"
+    again.mkdir()
+    other, _ = _command(CLIS[kind], profile(kind, tmp_path), again, 8743, "tok-456")
+    assert f'default_permissions="{name}"' not in other
     assert 'web_search="disabled"' in argv and "features.multi_agent=false" in argv
     assert 'approval_policy="never"' in argv and 'approvals_reviewer="user"' in argv
     assert argv[0] == "exec" and argv[-1] == "-"  # the overrides are exec's, before the prompt
@@ -188,7 +195,8 @@ def test_a_resumed_session_is_named_last_and_a_new_one_is_not(kind, tail, tmp_pa
         rundir = tmp_path / ("resumed" if session else "new")
         rundir.mkdir()
         made, _ = _command(CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", **session)
-        return [arg.replace(str(rundir), "RUN") for arg in made]
+        made = [arg.replace(str(rundir), "RUN") for arg in made]
+        return [re.sub(r"aegis-[0-9a-f]{12}", "PROFILE", arg) for arg in made]  # Codex's, per run
 
     new, resumed = argv(), argv(session="ses-1")
     assert resumed[-len(tail) :] == tail
@@ -196,3 +204,52 @@ def test_a_resumed_session_is_named_last_and_a_new_one_is_not(kind, tail, tmp_pa
     # Everything else is the same: the same locks, the same MCP server, the same instructions.
     kept = len(new) - len(CLIS[kind].prompt_args)
     assert resumed[:kept] == new[:kept]
+
+
+# Codex's other MCP servers (jobs/harnesses/codex_config.py)
+
+
+def test_every_mcp_server_of_codexs_config_but_aegis_is_switched_off(tmp_path, monkeypatch):
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    (home / "config.toml").write_text(
+        '[mcp_servers.github]\nurl = "https://example.org/mcp"\n'
+        '[mcp_servers.shell-tools]\ncommand = "npx"\n'
+        '[mcp_servers.aegis]\nurl = "http://127.0.0.1:1/mcp"\n'
+    )
+    project = tmp_path / "repo" / "sub"
+    project.mkdir(parents=True)
+    off = foreign_servers_off(project, keep="aegis")
+    assert off == [
+        "-c",
+        "mcp_servers.github.enabled=false",
+        "-c",
+        "mcp_servers.shell-tools.enabled=false",
+    ]
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    kind = HarnessKind.CODEX
+    argv, _ = _command(CLIS[kind], profile(kind, project), rundir, 8743, "tok-789")
+    assert "mcp_servers.github.enabled=false" in argv and argv[-1] == "-"
+    # A project's own servers: refused, not switched off (Codex may never have loaded them).
+    (tmp_path / "repo" / ".codex").mkdir()
+    (tmp_path / "repo" / ".codex" / "config.toml").write_text('[mcp_servers.x]\nurl = "y"\n')
+    with pytest.raises(HarnessFailed, match=r"repo/\.codex/config\.toml declares MCP servers"):
+        foreign_servers_off(project, keep="aegis")
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("[mcp_servers\n", "which aegis cannot read"),
+        ('[mcp_servers."two words"]\nurl = "x"\n', "cannot switch off"),
+    ],
+)
+def test_a_codex_config_aegis_cannot_read_or_name_refuses_the_run(
+    tmp_path, monkeypatch, text, refused
+):
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path))
+    (tmp_path / "config.toml").write_text(text)
+    with pytest.raises(HarnessFailed, match=refused):
+        foreign_servers_off(tmp_path, keep="aegis")

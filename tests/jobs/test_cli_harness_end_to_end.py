@@ -155,7 +155,9 @@ async def test_a_cli_runs_in_its_workdir_with_its_own_instructions_and_token(sta
     ended = await run_in(stack, run_id, RunState.COMPLETED, RunState.FAILED)
     assert ended["status"] == RunState.COMPLETED, ended["error"]
     assert ended["result"] == "Done: wait for go, then tidy up"
-    assert ended["effects"]["tool_calls"] == 2 and ended["effects"]["calls_failed"] == 0
+    # Read, and aegis's demo.read_clock: two calls, both reads, none failed.
+    assert (ended["effects"]["reads"], ended["effects"]["changes_made"]) == (2, 0)
+    assert ended["effects"]["calls_failed"] == 0
     await message_with(stack, r"^Done: wait for go, then tidy up$")
     [call] = await ledger_rows(stack, run_id)  # the CLI's model use, one row for the run
     assert (call.provider, call.model, call.status, call.agent) == (harness, model, "ok", slug)
@@ -210,9 +212,10 @@ def assert_own_tools_locked(harness: str, given: dict) -> None:
         assert not {"bypassPermissions", "acceptEdits"} & set(given["argv"])
         assert "--strict-mcp-config" in given["argv"]
     elif harness == "codex":
-        assert given["profile"] == "aegis" and "--sandbox" not in given["argv"]
-        assert 'permissions.aegis.extends=":read-only"' in given["argv"]
-        assert any(a.startswith("permissions.aegis.filesystem={") for a in given["argv"])
+        profile = given["profile"]
+        assert re.fullmatch(r"aegis-[0-9a-f]{12}", profile) and "--sandbox" not in given["argv"]
+        assert f'permissions.{profile}.extends=":read-only"' in given["argv"]
+        assert any(a.startswith(f"permissions.{profile}.filesystem={{") for a in given["argv"])
         assert (given["approval_policy"], given["approvals_reviewer"]) == ("never", "user")
         assert "--dangerously-bypass-approvals-and-sandbox" not in given["argv"]
     else:
@@ -262,6 +265,12 @@ async def test_an_opencode_workdir_whose_project_config_widens_its_tools_is_refu
             r"\S+ ended, but none of the 1 tool calls it made went through; the last: \S+: "
             "MCP tool call requires approval",
             "no call worked",
+        ),
+        (
+            "read then a refused change",
+            r"\S+ ended, but none of the 1 changes it tried went through; the last: \S+: "
+            "MCP tool call requires approval",
+            "no change went through",
         ),
     ],
 )

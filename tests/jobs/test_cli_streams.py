@@ -61,7 +61,8 @@ def test_claude_stream_gives_steps_and_the_result_event():
     steps = feed(reader, CLAUDE_LINES)
     assert steps == ["started (claude-sonnet)", "using Bash ls", "writing: Two files."]
     assert reader.answer() == "There are two files."
-    assert (reader.calls_worked, reader.input_tokens, reader.output_tokens) == (1, 10, 4)
+    assert [call.failed for call in reader.calls] == [False]
+    assert (reader.input_tokens, reader.output_tokens) == (10, 4)
     assert reader.failure is None and reader.malformed == 0
 
 
@@ -69,14 +70,14 @@ def test_codex_stream_answers_with_the_last_agent_message():
     reader = CodexStream()
     steps = feed(reader, CODEX_LINES)
     assert steps == ["running ls", "calling aegis.read_clock", "writing: Done."]
-    assert reader.answer() == "Done." and reader.calls_worked == 1
+    assert reader.answer() == "Done." and [c.tool for c in reader.calls] == ["command_execution"]
 
 
 def test_opencode_stream_answers_with_the_last_step_that_ended_the_turn():
     reader = OpencodeStream()
     steps = feed(reader, OPENCODE_LINES)
     assert steps == ["writing: Let me look.", "used bash", "writing: It is tidy."]
-    assert reader.answer() == "It is tidy." and reader.calls_worked == 1
+    assert reader.answer() == "It is tidy." and [c.tool for c in reader.calls] == ["bash"]
 
 
 # A call refused or failed, as each CLI prints it: Codex refusing an aegis tool before it
@@ -137,9 +138,17 @@ FAILED_CALLS = {
 def test_a_call_that_was_refused_or_failed_is_counted_apart_with_why(reader_type):
     reader = reader_type()
     feed(reader, FAILED_CALLS[reader_type])
-    assert (reader.calls_worked, reader.calls_failed) == (0, 1)
-    assert REFUSED in reader.last_failed_call
+    [call] = reader.calls
+    assert call.failed and REFUSED in call.words()
     assert reader.answer() is not None  # the CLI calls it done; the harness does not (below)
+
+
+def test_a_codex_error_given_as_a_string_still_ends_its_call_failed():
+    reader = CodexStream()
+    item = {"id": "i1", "type": "mcp_tool_call", "server": "aegis", "tool": "x", "error": "no"}
+    feed(reader, [{"type": "item.completed", "item": item}])
+    assert [(c.tool, c.failed, c.reason) for c in reader.calls] == [("aegis.x", True, "no")]
+    assert reader.malformed == 0
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from sqlalchemy import func, select
 from bot.agents.agent_run import RunState
 from bot.agents.tokens import AgentTokens
 from bot.store.tables import audit_events, interactions
+from tests.helpers.echo_mcp import echo_mcp_in_thread
 from tests.helpers.mcp import mcp_url
 from tests.helpers.runs import message_with, run_in, start, tap
 from tests.helpers.stack import make_settings, running_stack
@@ -217,7 +218,8 @@ async def test_a_read_answers_at_once_and_a_write_runs_once_after_the_tap(name, 
         assert demo_file.read_text() == "hello"
         assert await used(stack, "demo.write_file") == 1
         assert any(WROTE in text for text in model.tool_result_texts), model.tool_result_texts
-        assert ended["effects"]["tool_calls"] == 2 and ended["effects"]["calls_failed"] == 0
+        effects = ended["effects"]
+        assert (effects["reads"], effects["changes_made"], effects["calls_failed"]) == (1, 1, 0)
         assert not model.ran_out
 
 
@@ -259,7 +261,7 @@ async def test_every_built_in_that_would_change_something_is_refused(name, place
             # Codex 0.171 prints no event at all for a command its sandbox refused, so the run
             # cannot tell; it ends "completed" with no effect (the completed no-op, which the
             # watchdog raises after three), never with a change counted.
-            assert ended["effects"]["tool_calls"] == 0 and ended["effects"]["calls_failed"] == 0
+            assert ended["effects"]["changes_made"] == 0 and ended["effects"]["calls_failed"] == 0
         else:
             assert ended["status"] == RunState.FAILED  # none of its calls went through
             assert f"none of the {len(steps) - 1} tool calls" in ended["error"], ended["error"]
@@ -377,3 +379,55 @@ async def test_a_client_configured_by_the_readme_reads_at_once_and_writes_after_
         assert await used(stack, "demo.write_file") == 1
         assert any(WROTE in text for text in model.tool_result_texts), model.tool_result_texts
         assert token not in stdout.decode() + stderr.decode()
+
+
+# What a project's own settings, or the owner's, cannot widen
+
+
+async def test_a_projects_claude_settings_run_no_hook_and_allow_nothing_more(place):
+    workdir = place.tmp_path / "work" / "claude"
+    made, hooked = workdir / "made.txt", workdir / "hooked.txt"
+    hook = [{"hooks": [{"type": "command", "command": f"touch {hooked}"}]}]
+    settings = {
+        "hooks": {"SessionStart": hook, "UserPromptSubmit": hook},
+        "permissions": {"allow": ["Bash(*)", "Write(*)"], "defaultMode": "bypassPermissions"},
+    }
+    steps = [call("Bash", {"command": f"touch {made}"}), say("I could not.")]
+    async with real_cli("claude", steps, place) as (stack, model):
+        (workdir / ".claude").mkdir(parents=True)
+        (workdir / ".claude" / "settings.json").write_text(json.dumps(settings))
+        run_id, _ = await start(stack, "/run claude make a file")
+        ended = await run_in(
+            stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=RUN_TIMEOUT
+        )
+        assert not model.ran_out and len(model.tool_results) == 1
+    assert not made.exists() and not hooked.exists()
+    assert ended["status"] == RunState.FAILED  # its one call was refused
+
+
+async def test_neither_the_owners_nor_a_projects_codex_config_widens_a_run(place):
+    workdir = place.tmp_path / "work" / "codex"
+    made = workdir / "made.txt"
+    with echo_mcp_in_thread() as echo:
+        other = f'url = {json.dumps(echo.url)}\ndefault_tools_approval_mode = "approve"\n'
+        top = 'sandbox_mode = "danger-full-access"\ndefault_permissions = "open"\n'
+        tables = '[permissions.open]\nextends = ":danger-full-access"\n'
+        steps = [
+            call("mcp__other__write", {"text": "x"}),
+            call("exec_command", {"cmd": f"touch {made}"}),
+            say("Done."),
+        ]
+        async with real_cli("codex", steps, place) as (stack, model):
+            owner = place.tmp_path / "home" / ".codex" / "config.toml"
+            owner.write_text(f"{top}{owner.read_text()}\n{tables}\n[mcp_servers.other]\n{other}")
+            (workdir / ".codex").mkdir(parents=True)
+            (workdir / ".codex" / "config.toml").write_text(f"{top}{tables}")
+            run_id, _ = await start(stack, "/run codex make a file")
+            ended = await run_in(
+                stack, run_id, RunState.COMPLETED, RunState.FAILED, timeout=RUN_TIMEOUT
+            )
+            assert model.requests, ended["error"]
+            offered = set(model.requests[0].tool_names)
+    assert not made.exists()
+    assert echo.calls == []  # the owner's other MCP server never saw a call
+    assert not {tool for tool in offered if tool.startswith("mcp__other")}

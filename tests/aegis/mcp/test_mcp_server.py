@@ -317,15 +317,22 @@ async def test_a_long_result_keeps_its_payload_and_says_what_was_cut(stack):
 async def test_the_permission_prompt_allows_reading_and_holds_everything_else(stack):
     async with mcp_client(stack.settings, await token_of(stack, "coder")) as client:
         read = await client.call_tool(
-            "permission_prompt", {"tool_name": "Read", "input": {"file_path": "/etc/hostname"}}
+            "permission_prompt", {"tool_name": "Read", "input": {"file_path": "notes.txt"}}
+        )
+        away = await client.call_tool(
+            "permission_prompt", {"tool_name": "Read", "input": {"file_path": "/proc/1/environ"}}
         )
         bash = await client.call_tool(
             "permission_prompt", {"tool_name": "Bash", "input": {"command": "rm -rf /"}}
         )
     assert json.loads(text_of(read)) == {
         "behavior": "allow",
-        "updatedInput": {"file_path": "/etc/hostname"},
+        "updatedInput": {"file_path": "notes.txt"},
     }
+    # Reading outside its workdir (coder has none: anywhere) is refused, never asked.
+    refused = json.loads(text_of(away))
+    assert refused["behavior"] == "deny"
+    assert "/proc/1/environ is outside coder's workdir" in refused["message"]
     verdict = json.loads(text_of(bash))
     assert verdict["behavior"] == "deny" and RETRY in verdict["message"]
     card = await message_with(stack, r"cli\.Bash")
