@@ -210,7 +210,7 @@ def _config_file(settings: Settings) -> list[Finding]:
             f"a harness), {len(rules)} triage rules and {len(config.schedules)} schedules.",
         )
     ]
-    private = settings.data_dir.resolve()
+    private = settings.private_paths
     for agent in config.agents.values():
         problems = _agent_problems(agent, private)
         findings += [Finding(False, f"{path}: {problem}") for problem in problems]
@@ -218,7 +218,7 @@ def _config_file(settings: Settings) -> list[Finding]:
     return findings
 
 
-def _agent_problems(agent: AgentProfile, private: Path) -> list[str]:
+def _agent_problems(agent: AgentProfile, private: tuple[Path, ...]) -> list[str]:
     """What would stop an agent's run on this machine: a missing CLI, working directory or
     API key, or a workdir that holds aegis's data dir (``private``). The file itself is valid;
     these are the machine's side."""
@@ -233,13 +233,16 @@ def _agent_problems(agent: AgentProfile, private: Path) -> list[str]:
             )
     if agent.workdir is not None and not agent.workdir.is_dir():
         problems.append(f"{place}.workdir: {agent.workdir} is not a directory")
-    elif agent.workdir is not None and private.is_relative_to(agent.workdir.resolve()):
+    elif agent.workdir is not None:
         # A coding CLI reads its workdir unasked (Codex's read-only shell, Claude Code or
         # OpenCode as a user configured them): aegis's secrets would reach the model.
-        problems.append(
-            f"{place}.workdir: aegis's data dir {private} lies inside {agent.workdir}, where "
-            "the agent's own tools read without asking; move AEGIS_DATA_DIR out of it"
-        )
+        for path in private:
+            if path.is_relative_to(agent.workdir.resolve()):
+                what = "settings file" if path.is_file() else "data dir"
+                problems.append(
+                    f"{place}.workdir: aegis's {what} {path} lies inside {agent.workdir}, "
+                    "where the agent's own tools read without asking; move it out"
+                )
     for index, provider in enumerate(agent.providers):
         if provider.key_env and not os.environ.get(provider.key_env):
             problems.append(

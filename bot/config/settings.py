@@ -250,6 +250,13 @@ class Settings(BaseSettings):
             "to serve the webhook and console beyond this machine."
         )
 
+    @property
+    def private_paths(self) -> tuple[Path, ...]:
+        """What holds aegis's secrets, resolved: the data dir, and the .env file these settings
+        are read from (in the working directory), where there is one. No agent reads there."""
+        env_file = Path(".env").resolve()
+        return (self.data_dir.resolve(), *((env_file,) if env_file.is_file() else ()))
+
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         return self.data_dir

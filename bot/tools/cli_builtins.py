@@ -10,6 +10,7 @@ nothing runs here: the answer is the CLI's permission to run it itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,15 +25,16 @@ if TYPE_CHECKING:
 PATH_KEYS = ("file_path", "path", "notebook_path", "pattern")
 
 
-def touches(args: dict, private: Path) -> str | None:
+def touches(args: dict, private: Path | Sequence[Path]) -> str | None:
     """The first path in a built-in's input that reaches into ``private`` (inside it, or a
     folder a search would go down into it from), if any. Only absolute paths can be told; a
     relative one is the CLI's to resolve."""
+    places = (private,) if isinstance(private, Path) else tuple(private)
     for key in PATH_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.startswith(("/", "~")):
             where = _fixed_part(Path(value).expanduser()).resolve()
-            if where.is_relative_to(private) or private.is_relative_to(where):
+            if any(where.is_relative_to(p) or p.is_relative_to(where) for p in places):
                 return value
     return None
 
@@ -60,11 +62,12 @@ def outside(args: dict, workdir: Path | None) -> str | None:
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:
-    private = platform.settings.data_dir.resolve()
+    private = platform.settings.private_paths
 
     async def permitted(args: dict, caller: Caller) -> str:
-        # aegis's data dir holds its secrets (the webhook secret, the emulator's key): an agent
-        # that read them could forge its owner's taps. No approval lets a CLI read there.
+        # aegis's data dir and .env hold its secrets (the bot token, the webhook secret, the
+        # emulator's key): an agent that read them could forge its owner's taps. No approval
+        # lets a CLI read there.
         where = touches(args, private)
         if where is not None:
             raise ToolRefused(f"{where} is inside aegis's own data dir, which no agent may read")

@@ -39,7 +39,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -77,7 +77,7 @@ class CliHarness:
         if self.spec.preflight is not None:
             self.spec.preflight(workdir)
         wiring = self.wiring or await Wiring.of_this_worker()
-        _keeps_out_of(wiring.data_dir, ctx.agent, workdir)
+        _keeps_out_of(wiring.private, ctx.agent, workdir)
         ttl = timedelta(seconds=max(ctx.remaining(), 0)) + TOKEN_SLACK
         token = await wiring.tokens.mint_for_run(ctx.agent.slug, ctx.run.id, ttl)
         session, prompt = _resuming(ctx)
@@ -93,7 +93,7 @@ class CliHarness:
                 rundir,
                 wiring.mcp_port,
                 token,
-                private=wiring.data_dir,
+                private=wiring.private,
                 session=session,
             )
             return await process.run([executable, *argv], workdir, env)
@@ -126,7 +126,7 @@ class Wiring:
     mcp_port: int
     tokens: AgentTokens
     ledger: Ledger
-    data_dir: Path | None = None  # aegis's own data and secrets: no agent reads there
+    private: tuple[Path, ...] = ()  # aegis's data dir and .env: no agent reads there
     catalog: Catalog | None = None  # the declared tools, for which of aegis's only read
 
     @classmethod
@@ -139,7 +139,7 @@ class Wiring:
             settings.mcp_port,
             platform.tokens,
             platform.ledger,
-            settings.data_dir.resolve(),
+            settings.private_paths,
             platform.catalog,
         )
 
@@ -204,15 +204,20 @@ def _workdir(agent: AgentProfile, spec: CliSpec) -> Path:
     return agent.workdir
 
 
-def _keeps_out_of(private: Path | None, agent: AgentProfile, workdir: Path) -> None:
+def _keeps_out_of(private: Sequence[Path], agent: AgentProfile, workdir: Path) -> None:
     """A CLI reads its workdir without asking (OpenCode's grep and Codex's shell among others,
-    which no rule keeps from a folder inside it), so a workdir that holds aegis's data dir
-    (``private``: its secrets) is refused before anything starts."""
-    if private is not None and private.is_relative_to(workdir.resolve()):
-        raise HarnessFailed(
-            f"aegis's data dir {private} lies inside {agent.slug}'s workdir {workdir}, where "
-            "the CLI reads without asking; move AEGIS_DATA_DIR out of it (aegis doctor checks)"
-        )
+    which no rule keeps from a folder inside it), so a workdir that holds aegis's secrets
+    (``private``: its data dir, its .env file) is refused before anything starts."""
+    for path in private:
+        if path.is_relative_to(workdir.resolve()):
+            raise HarnessFailed(
+                f"aegis's {_what(path)} {path} lies inside {agent.slug}'s workdir {workdir}, "
+                "where the CLI reads without asking; move it out (aegis doctor checks)"
+            )
+
+
+def _what(path: Path) -> str:
+    return "settings file" if path.is_file() else "data dir"
 
 
 def executable_of(agent: AgentProfile, spec: CliSpec) -> tuple[str, str | None]:
@@ -239,11 +244,11 @@ def _command(
     mcp_port: int,
     token: str,
     *,
-    private: Path | None = None,
+    private: Sequence[Path] = (),
     session: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The CLI's arguments and environment for this run; writes the files they name.
-    ``private``: a folder the CLI's own reading tools must not enter (aegis's data dir);
+    ``private``: what the CLI's own reading tools must not enter (aegis's data dir, .env);
     ``session``: the CLI's session to resume rather than start a new one."""
     mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
     values = {
@@ -258,8 +263,9 @@ def _command(
         "session": session or "",
     }
     extra = spec.config_args(agent.workdir) if spec.config_args is not None else []
-    if private is not None:
-        values["private_toml"] = "{" + _toml_string(str(private)) + ' = "none"}'
+    if private:
+        entries = ", ".join(f'{_toml_string(str(path))} = "none"' for path in private)
+        values["private_toml"] = "{" + entries + "}"
         if any("{private_rules}" in arg for arg in spec.private_args):
             values["private_rules"] = ",".join(_claude_private_rules(private))
     _write_private(rundir / "instructions.md", agent.instructions)
@@ -272,7 +278,7 @@ def _command(
     if agent.instructions.strip():
         argv += spec.instructions_args
     argv += spec.mcp_args
-    if private is not None:
+    if private:
         argv += spec.private_args
     argv += extra
     argv += spec.resume_args if session else spec.prompt_args
@@ -285,18 +291,21 @@ def _command(
     return argv, env
 
 
-def _claude_private_rules(private: Path | None) -> tuple[str, ...]:
-    """Claude Code's deny rule for reading under ``private`` (``//`` starts an absolute path in
-    its permission rules; a Read rule also governs Grep, Glob and LS). Its rule list is split
-    at commas and spaces, so a folder whose path holds one cannot be named: refused."""
-    if private is None:
-        return ()
-    if any(mark in str(private) for mark in ", ()*?[]{}!\\"):
-        raise HarnessFailed(
-            f"aegis's data dir {private} holds a comma, a space, a bracket or a wildcard, so "
-            "Claude Code cannot be told to keep out of it; move AEGIS_DATA_DIR"
-        )
-    return (f"Read(//{str(private).lstrip('/')}/**)",)
+def _claude_private_rules(private: Sequence[Path]) -> list[str]:
+    """Claude Code's deny rules for reading what is ``private`` (``//`` starts an absolute path
+    in its permission rules; a Read rule also governs Grep and Glob). Its rule list is split at
+    commas and spaces, and its rules take wildcards, so a path holding one cannot be named:
+    refused."""
+    rules = []
+    for path in private:
+        if any(mark in str(path) for mark in ", ()*?[]{}!\\"):
+            raise HarnessFailed(
+                f"aegis's {_what(path)} {path} holds a comma, a space, a bracket or a wildcard, "
+                "so Claude Code cannot be told to keep out of it; move it"
+            )
+        tail = "" if path.is_file() else "/**"
+        rules.append(f"Read(//{str(path).lstrip('/')}{tail})")
+    return rules
 
 
 def _fill(template: Any, values: Mapping[str, str]) -> Any:

@@ -148,6 +148,7 @@ def test_doctor_names_a_workdir_holding_aegis_data_and_each_clis_version(tmp_pat
         (bin_dir / name).write_text(f"#!/bin/sh\necho '{shown}'\n")
         (bin_dir / name).chmod(0o755)
     (tmp_path / "work").mkdir()
+    (tmp_path / ".env").write_text("# aegis's settings would be here\n")
     (tmp_path / "aegis.yaml").write_text(
         "agents:\n"
         f"  coder:\n    harness: claude-code\n    command: {bin_dir / 'claude-old'}\n"
@@ -161,6 +162,8 @@ def test_doctor_names_a_workdir_holding_aegis_data_and_each_clis_version(tmp_pat
     assert f"FIX  aegis.yaml: agents.coder.workdir: aegis's data dir {data_dir} lies inside" in (
         doctor.stdout
     )
+    env_file = (tmp_path / ".env").resolve()
+    assert f"agents.coder.workdir: aegis's settings file {env_file} lies inside" in doctor.stdout
     assert "agents.cody.workdir" not in doctor.stdout  # a workdir beside it is fine
     assert (
         "warn agents.coder: claude 2.1.300 is installed; aegis's tests run 2.1.332 "

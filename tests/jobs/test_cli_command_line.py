@@ -80,13 +80,25 @@ def test_claude_code_is_kept_out_of_aegis_data_dir(tmp_path):
     kind = HarnessKind.CLAUDE_CODE
     private = tmp_path / "data"
     argv, _ = _command(
-        CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=private
+        CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=(private,)
     )
     denied = argv[argv.index("--disallowedTools") + 1].split(",")
     assert denied == [f"Read(//{str(private).lstrip('/')}/**)"]
+    env_file = tmp_path / ".env"  # a file: the rule names it alone
+    env_file.write_text("AEGIS_TELEGRAM_TOKEN=x\n")
+    (tmp_path / "run2").mkdir()
+    argv, _ = _command(
+        CLIS[kind], profile(kind, tmp_path), tmp_path / "run2", 8743, "tok-2", private=(env_file,)
+    )
+    assert argv[argv.index("--disallowedTools") + 1] == f"Read(//{str(env_file).lstrip('/')})"
     with pytest.raises(HarnessFailed, match="cannot be told to keep out of it"):
         _command(
-            CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=tmp_path / "a b"
+            CLIS[kind],
+            profile(kind, tmp_path),
+            rundir,
+            8743,
+            "tok-123",
+            private=(tmp_path / "a b",),
         )
 
 
@@ -96,7 +108,7 @@ def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
     kind = HarnessKind.CODEX
     private = tmp_path / 'data "x"'
     argv, _ = _command(
-        CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=private
+        CLIS[kind], profile(kind, tmp_path), rundir, 8743, "tok-123", private=(private,)
     )
     # A permission profile of aegis's own, not --sandbox (which would drop the profile): it
     # extends read-only and denies reading aegis's data dir, its path a TOML string. Its name is
@@ -106,6 +118,15 @@ def test_codex_runs_its_shell_read_only_and_never_escalates(tmp_path):
     name = named.group(1)
     assert f'permissions.{name}.extends=":read-only"' in argv
     assert f'permissions.{name}.filesystem={{{json.dumps(str(private))} = "none"}}' in argv
+    env_file = tmp_path / ".env"
+    env_file.write_text("AEGIS_TELEGRAM_TOKEN=x\n")
+    both = tmp_path / "both"
+    both.mkdir()
+    argv2, _ = _command(
+        CLIS[kind], profile(kind, tmp_path), both, 8743, "tok-1", private=(private, env_file)
+    )
+    entries = f'{json.dumps(str(private))} = "none", {json.dumps(str(env_file))} = "none"'
+    assert any(arg.endswith(f".filesystem={{{entries}}}") for arg in argv2)
     again = tmp_path / "again"
     again.mkdir()
     other, _ = _command(CLIS[kind], profile(kind, tmp_path), again, 8743, "tok-456")

@@ -333,7 +333,7 @@ async def test_a_cli_agent_without_its_workdir_or_its_command_fails_in_words(sta
     data_dir = stack.settings.data_dir.resolve()
     assert ended["error"].startswith(
         f"aegis's data dir {data_dir} lies inside nosy's workdir {stack.workdirs.parent}, where "
-        "the CLI reads without asking; move AEGIS_DATA_DIR out of it"
+        "the CLI reads without asking; move it out"
     )
     assert not (stack.workdirs.parent / "fake-opencode.jsonl").exists()  # never started
     async with stack.store.read() as conn:  # refused before a token was made or a model used
