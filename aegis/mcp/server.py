@@ -178,22 +178,29 @@ class ServedTools:
     async def _held(self, holder: TokenHolder, tool: str, args: Any, progress) -> CallOutcome:
         chat_id = await self._chat_for(holder)
         call = ToolCall(holder.agent, tool, args, chat_id, holder.run_id)
-        on_hold = None
-        if holder.run_id is not None:
-            run_id = holder.run_id
+        if holder.run_id is None:
+            return await self.held.call(call, progress=progress)
+        run_id, held_on = holder.run_id, []
 
-            async def on_hold(card: int) -> None:
-                await self._show_waiting(run_id, card)
+        async def on_hold(card: int) -> None:
+            held_on.append(card)
+            await self._show_step(run_id, f"waiting for your approval on card #{card}")
 
-        return await self.held.call(call, progress=progress, on_hold=on_hold)
+        outcome = await self.held.call(call, progress=progress, on_hold=on_hold)
+        if held_on and outcome.status is not CallStatus.GATED:  # the wait is over, either way
+            ended = "ran" if outcome.ran else "was not done"
+            await self._show_step(run_id, f"card #{held_on[-1]} answered: {tool} {ended}")
+        return outcome
 
-    async def _show_waiting(self, run_id: int, card: int) -> None:
+    async def _show_step(self, run_id: int, step: str) -> None:
         """The run's message says what it waits for, from here: a CLI may print nothing about a
         call until it has ended (OpenCode), and a held call has not."""
-        step = f"waiting for your approval on card #{card}"
-        run = await self.platform.runs.show_step(run_id, step)
-        if run is not None:
-            await self.platform.show_run(run)
+        try:
+            run = await self.platform.runs.show_step(run_id, step)
+            if run is not None:
+                await self.platform.show_run(run)
+        except Exception:  # showing the wait is worth less than the call itself
+            logger.warning("run %s: its step was not shown", run_id, exc_info=True)
 
     async def _chat_for(self, holder: TokenHolder) -> int | None:
         if holder.run_id is not None:
