@@ -266,6 +266,8 @@ async def test_every_built_in_that_would_change_something_is_refused(name, place
             assert ended["status"] == RunState.FAILED  # none of its calls went through
             assert f"none of the {len(steps) - 1} tool calls" in ended["error"], ended["error"]
         offered = set(model.requests[0].tool_names)
+    if name == "codex":  # its subagents and its web search are off
+        assert not {t for t in offered if t == "web_search" or t.startswith("multi_agent")}
     if name == "claude":
         # --tools: the built-ins that exist at all, so one a later release adds is not there.
         built_ins = {tool for tool in offered if not tool.startswith("mcp__")}
@@ -332,7 +334,11 @@ async def test_a_client_configured_by_the_readme_reads_at_once_and_writes_after_
             command = _claude_client(executable, url, token, home, data_dir)
             env["MCP_TOOL_TIMEOUT"] = "120000"
         elif name == "codex":
+            data_dir = stack.settings.data_dir.resolve()
             readme = (
+                'default_permissions = "mine"\n'
+                '[permissions.mine]\nextends = ":workspace"\n'
+                f'[permissions.mine.filesystem]\n{json.dumps(str(data_dir))} = "none"\n'
                 "[mcp_servers.aegis]\n"
                 f"url = {json.dumps(url)}\n"
                 'bearer_token_env_var = "AEGIS_MCP_TOKEN"\n'
