@@ -33,21 +33,22 @@ warnings.filterwarnings("ignore", message=".*getUpdates.*", category=PTBUserWarn
 POLL_TIMEOUT_SECONDS = 25
 
 
-def validate_payload(payload: Any) -> dict[str, Any]:
-    """The update as it is to be recorded; TransportError for what is not an update, or one of
-    a shape Telegram never sends (bot/chat/incoming.py). An update of an unknown kind is still
-    an update.
+def validate_payload(payload: Any, bot: Bot | None = None) -> tuple[dict[str, Any], Update]:
+    """The update as it is to be recorded, and as PTB builds it for ``bot``; TransportError for
+    what is not an update, or one of a shape Telegram never sends (bot/chat/incoming.py). An
+    update of an unknown kind is still an update.
 
     PTB must be able to build it, too: an object nested anywhere in it (a user inside an
     entity, a forwarded message's sender) that lacks what Telegram always sends would otherwise
-    be recorded and then fail in the handler. Built here without a bot, and again when handled.
+    be recorded and then fail in the handler. What is built here is what is handled, when the
+    same process handles it (``Intake``): an update is parsed once, not twice.
     """
     update = checked_update(payload)
     try:
-        Update.de_json(update, None)
+        built = Update.de_json(update, bot)
     except Exception as exc:  # PTB raises whatever its constructors raise on such input
         raise TransportError(f"Telegram never sends this: {type(exc).__name__}") from None
-    return update
+    return update, built
 
 
 class Intake:
@@ -63,12 +64,18 @@ class Intake:
         # Around each chat's part of a polled batch: its replies go out together after it.
         self.replies_gathered = replies_gathered
         self.in_flight: set[int] = set()
+        # Updates recorded here and not yet handled, as PTB built them when they were checked
+        # (validate_payload): handling takes them from here instead of parsing them again.
+        self.built: dict[int, Update] = {}
 
     async def accept(self, payload: Any) -> dict[str, Any] | None:
         """Record the update; returns it as recorded if it is new, None for a duplicate.
         Raises TransportError for what is refused, StoreError when it cannot be recorded."""
-        update = validate_payload(payload)
-        return update if await self.log.record(update) else None
+        update, built = validate_payload(payload, self.application.bot)
+        if not await self.log.record(update):
+            return None
+        self.built[update["update_id"]] = built
+        return update
 
     async def handle(self, payload: dict[str, Any], attempts: int = 0) -> None:
         """Handle one update and mark its outcome (webhook deliveries, retries)."""
@@ -112,8 +119,9 @@ class Intake:
         """Run the update through the Application; True if it was handled, else its failure
         is recorded (an outage leaves it pending for a retry)."""
         update_id = payload["update_id"]
+        update = self.built.pop(update_id, None)
         try:
-            update = Update.de_json(payload, self.application.bot)
+            update = update or Update.de_json(payload, self.application.bot)
         except Exception as exc:
             logger.warning("update %s is malformed: %s", update_id, exc)
             await self.log.mark_failed(update_id, f"malformed: {exc}")
@@ -190,15 +198,19 @@ class Intake:
 
     async def _take(self, batch: list[Any], offset: int, stop: asyncio.Event) -> int:
         """Record the batch, move the offset past it, handle what is new."""
-        updates_ = []
+        updates_, built = [], {}
         for payload in batch:
             try:
-                updates_.append(validate_payload(payload))
+                update, parsed = validate_payload(payload, self.application.bot)
             except TransportError as exc:
                 logger.warning("skipped something that is not an update: %s", exc)
+                continue
+            updates_.append(update)
+            built[update["update_id"]] = parsed
         new = await self._record_until_stored(updates_, stop)
         if new is None:
             return offset
+        self.built.update((u["update_id"], built[u["update_id"]]) for u in new)
         # Past the refused ones too: Telegram would otherwise hand them back at every poll.
         offset = max([offset, *(_next_offset(payload) for payload in batch)])
         await self.handle_batch(new)
