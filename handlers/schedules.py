@@ -15,7 +15,7 @@ from bot.errors import ScheduleRefused
 from bot.timeutil import local_time, now
 from bot.upkeep.every import EVERY_USAGE, parse_every
 from handlers.interactions import pending
-from handlers.services import Services, reply, services
+from handlers.services import Services, edit_tapped, reply, services
 from handlers.tasks import send_list
 
 KINDS = (SCHEDULE_KIND, BRIEFING_KIND)
@@ -51,7 +51,7 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
         return
     await query.answer(answer)
     text, markup = await _view(svc, update.effective_chat.id)
-    await reply(update, context, f"{answer}\n\n{text}", reply_markup=markup)
+    await edit_tapped(update, context, f"{answer}\n\n{text}", markup)  # the listing, in place
 
 
 async def _act(svc: Services, name: str, choice: str) -> str | None:

@@ -138,7 +138,14 @@ async def test_schedules_lists_each_and_its_button_turns_it_off_and_on(stack):
         answer = await tap(stack, listing, "Turn off hello")
         assert answer.startswith("hello is off")
         assert (await row(stack, "hello")).enabled is False
-        turned = await message_with(stack, r"^hello is off", after=listing["message_id"])
+
+        # The listing tapped is edited in place, not sent again.
+        async def edited():
+            [shown] = [m for m in await stack.bot_messages() if "Built in:" in (m["text"] or "")]
+            return shown if shown["text"].startswith("hello is off") else None
+
+        turned = await eventually(edited)
+        assert turned["message_id"] == listing["message_id"]
         assert "• hello · every 1h · clerk · off" in turned["text"]
 
         # Off is off: made due with a barrier, the clock enqueues the barrier and not hello.
