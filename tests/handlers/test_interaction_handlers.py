@@ -64,7 +64,7 @@ async def test_the_demo_reads_then_waits_for_a_tap_then_for_a_tap_and_a_code(sta
     assert edited["message_id"] == card["message_id"] and buttons(edited) == {}
 
     irreversible = await wait_for_text(stack, "demo.delete_file", after=card["message_id"])
-    answer = await tap(stack, irreversible, "Approve (then a code)")
+    answer = await tap(stack, irreversible, "Approve + code")
     assert "code" in answer["text"]
     await wait_for_text(stack, "send the current 6-digit code", after=irreversible["message_id"])
     assert (stack.settings.data_dir / "demo" / name).exists()
@@ -211,7 +211,7 @@ async def test_a_code_from_an_account_that_did_not_tap_approves_nothing(stack):
         ToolCall("demo", "demo.delete_file", {"name": "x.txt"}, OWNER_CHAT)
     )
     card = await wait_for_text(stack, f"card #{outcome.interaction_id}")
-    await tap(stack, card, "Approve (then a code)")
+    await tap(stack, card, "Approve + code")
     await wait_for_text(stack, "send the current 6-digit code", after=card["message_id"])
     other = {"id": 2000002, "is_bot": False, "first_name": "Other"}
     # The other account is an owner too, as if listed in AEGIS_OWNER_IDS.

@@ -65,7 +65,7 @@ def card_markup(interaction: Interaction, signer: CallbackSigner) -> dict[str, A
 
     kind = interaction.kind
     if kind == "approval":
-        approve = "Approve (then a code)" if interaction.step_up else "Approve"
+        approve = "Approve + code" if interaction.step_up else "Approve"
         rows = [[button(approve, "approve"), button("Deny", "deny")]]
     elif kind == "choice":
         rows = [[button(clip(option, 60), str(i))] for i, option in enumerate(interaction.options)]

@@ -182,7 +182,7 @@ async def test_an_irreversible_call_runs_after_the_tap_and_the_code(stack):
             agent_loop(client, "demo-delete_file", {"name": "old.txt"}, budget=30, log=log)
         )
         card = await message_with(stack, r"demo\.delete_file")
-        await tap(stack, card, "Approve (then a code)")
+        await tap(stack, card, "Approve + code")
         await message_with(stack, "send the current 6-digit code", after=card["message_id"])
         assert written(stack, "old.txt")  # a tap alone does not do it
         await stack.send(pyotp.TOTP(secret).now())
@@ -336,7 +336,7 @@ async def test_the_permission_prompt_allows_reading_and_holds_everything_else(st
     verdict = json.loads(text_of(bash))
     assert verdict["behavior"] == "deny" and RETRY in verdict["message"]
     card = await message_with(stack, r"cli\.Bash")
-    assert "rm -rf /" in card["text"] and "Approve (then a code)" in str(card["reply_markup"])
+    assert "rm -rf /" in card["text"] and "Approve + code" in str(card["reply_markup"])
 
 
 async def test_a_cli_agent_is_offered_no_cli_tools_and_cannot_call_them(stack):
@@ -371,7 +371,7 @@ async def test_a_permission_prompt_approved_with_its_code_allows_the_input(stack
     async with mcp_client(stack.settings, await token_of(stack, "runner")) as client:
         waiting = asyncio.create_task(client.call_tool("permission_prompt", ask))
         card = await message_with(stack, r"cli\.WebFetch")
-        await tap(stack, card, "Approve (then a code)")
+        await tap(stack, card, "Approve + code")
         await message_with(stack, "send the current 6-digit code", after=card["message_id"])
         await stack.send(pyotp.TOTP(secret).now())
         first = json.loads(text_of(await asyncio.wait_for(waiting, timeout=20)))
@@ -393,7 +393,7 @@ async def test_a_cli_agent_may_ask_about_its_built_ins_and_no_other_agent_may(st
     # A built-in nobody declared has no known effect: a card that needs a code.
     assert held["behavior"] == "deny" and RETRY in held["message"]
     card = await message_with(stack, r"cli\.TodoWrite")
-    assert "Approve (then a code)" in str(card["reply_markup"])
+    assert "Approve + code" in str(card["reply_markup"])
     # An agent not granted cli.* is not offered the prompt, and cannot call it either.
     assert refused.is_error
     assert "no tool called 'permission_prompt' is offered to other" in text_of(refused)

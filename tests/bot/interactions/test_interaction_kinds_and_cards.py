@@ -228,7 +228,7 @@ async def test_a_card_shows_the_complete_pretty_printed_arguments(store, asker):
         for b in line
     }
     assert {label: (d.kind, d.id, d.choice) for label, d in buttons.items()} == {
-        "Approve (then a code)": ("ix", str(card.id), "approve"),
+        "Approve + code": ("ix", str(card.id), "approve"),
         "Deny": ("ix", str(card.id), "deny"),
     }
 

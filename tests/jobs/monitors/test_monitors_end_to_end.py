@@ -146,7 +146,7 @@ async def test_a_command_monitor_from_chat_is_watched_only_after_a_tap_and_a_cod
         card = await answer_to(stack, '/watch cmd "true" every 10s', r"Watch with a command")
         assert "'true'" in card["text"] and '"target": "true"' in card["text"]
         assert await stack.services.platform.monitors.all() == []
-        answer = await tap(stack, card, "Approve (then a code)")
+        answer = await tap(stack, card, "Approve + code")
         assert "code" in answer
         await message_with(stack, "send the current 6-digit code", after=card["message_id"])
         assert await stack.services.platform.monitors.all() == []  # a tap alone is not enough

@@ -95,8 +95,8 @@ async def stack(tmp_path, database_url, redis_server_url, redis_namespace, model
 
 async def approve_with_code(stack) -> dict:
     card = await message_with(stack, r"wants to run 'monitors\.watch_process'", timeout=20)
-    assert "Approve (then a code)" in buttons(card)
-    await tap(stack, card, "Approve (then a code)")
+    assert "Approve + code" in buttons(card)
+    await tap(stack, card, "Approve + code")
     await message_with(stack, "send the current 6-digit code", after=card["message_id"])
     await stack.send(stack.totp.now())
     return card
