@@ -203,8 +203,10 @@ class CliProcess:
             if line is None:
                 self.oversized += 1
                 continue
+            ended = len(self.reader.calls)
             steps = self.reader.feed(line)
-            self._count_calls()  # a tool result may end a call and show no step
+            if len(self.reader.calls) != ended:  # a tool result may end a call and show no step
+                self._count_calls()
             for step in steps:
                 await self._progress(step)
 
