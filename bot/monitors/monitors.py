@@ -164,9 +164,9 @@ class Monitors:
     async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
         """Once the soonest slot is within ``WAKE_AHEAD``, claim every slot due within
         ``CLAIM_AHEAD`` and enqueue their checks, a message per hundred, each slot with its
-        monitor's spec; returns how many. The worker waits for each slot to the millisecond,
-        so the clock need not wake for every one. A claimed slot moves to the next slot ahead,
-        so after downtime a monitor gets one check, never a burst."""
+        monitor's spec and state; returns how many. The worker waits for each slot to the
+        millisecond, so the clock need not wake for every one. A claimed slot moves to the next
+        slot ahead, so after downtime a monitor gets one check, never a burst."""
         moment = moment or now()
         soonest = await self._soonest()
         if soonest is None or soonest > moment + WAKE_AHEAD:
@@ -176,17 +176,17 @@ class Monitors:
             # Locked as read (FOR UPDATE on Postgres; SQLite has one writer): a second clock by
             # mistake waits, then finds these slots moved on and claims none of them twice.
             due = await conn.execute(
-                select(monitors.c.id, monitors.c.spec, monitors.c.next_check_at)
+                select(monitors.c.id, monitors.c.spec, monitors.c.next_check_at, monitors.c.state)
                 .where(
                     monitors.c.paused.is_(False),
                     monitors.c.next_check_at <= moment + CLAIM_AHEAD,
                 )
                 .with_for_update()
             )
-            for monitor_id, spec, slot in due.all():
+            for monitor_id, spec, slot, state in due.all():
                 following = next_slot(monitor_id, spec["interval_seconds"], max(slot, moment))
                 moves.append({"monitor_id": monitor_id, "next_check_at": following})
-                claimed.append([monitor_id, slot.isoformat(), spec])
+                claimed.append([monitor_id, slot.isoformat(), spec, state])
             if moves:
                 await conn.execute(MOVE_MANY, moves)
         for start in range(0, len(claimed), CHECKS_PER_MESSAGE):

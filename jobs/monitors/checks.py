@@ -1,14 +1,17 @@
 """Monitor checks on the worker.
 
 The clock sends the slots due within the next few seconds in ``check_monitors`` messages (each
-slot with its monitor's spec). The actor starts every check on this worker's event loop as a
-task of its own that waits for its slot and probes under its own hard timeout, and it returns at
-once: a check may take its whole timeout (10 s by default), and a worker thread held that long
-would leave deliveries waiting behind a few stalled targets. The results are recorded in
-batches, one transaction for all that finished within ``RECORD_EVERY`` (at once after a failed
-one). The price is that a worker killed mid-check loses those checks, never an alert: the next
-slot checks again, and what a check decided is committed with its messages in the outbox before
-anything is sent.
+slot with its monitor's spec and the state it was in). The actor starts every check on this
+worker's event loop as a task of its own that waits for its slot and probes under its own hard
+timeout, and it returns at once: a check may take its whole timeout (10 s by default), and a
+worker thread held that long would leave deliveries waiting behind a few stalled targets.
+
+The results are recorded in batches, one transaction for all that finished within
+``RECORD_EVERY``. A result that may be news (a failure, or any result of a monitor that was not
+up) is recorded at once, with everything waiting before it; a success of a monitor that was up,
+the common case, tells nobody anything, so it waits for company. The price is that a worker
+killed mid-check loses those checks, never an alert: the next slot checks again, and what a
+check decided is committed with its messages in the outbox before anything is sent.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import dramatiq
 
 from aegis.botapi.endpoint import owner_chats
 from bot.errors import AegisError
-from bot.monitors.monitor import MonitorSpec
+from bot.monitors.monitor import MonitorSpec, MonitorState
 from bot.monitors.monitors import Check
 from bot.timeutil import now
 from jobs.broker import require_broker
@@ -32,9 +35,10 @@ from jobs.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)
-# Seconds a good check waits for others to share its transaction: one check a transaction costs
-# four times what eight do (bench/monitors.py). A failed check is recorded at once.
-RECORD_EVERY = 0.5
+# Seconds a success of a monitor that was up waits for others to share its transaction: the
+# transaction, not the row, is most of what recording costs (bench/monitors.py). Its last check
+# shows in /monitors that much later; nothing else waits on it.
+RECORD_EVERY = 5.0
 # A slot further ahead than this (the clock's claim window and a margin: clocks apart) is
 # checked then, not later.
 MAX_EARLY = 10.0
@@ -44,12 +48,21 @@ MAX_EARLY = 10.0
 # consumers polling Redis ten times a second each, for ever (aegis/processes.py).
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def check_monitors(due: list) -> dict:
-    """Start the checks of these slots (``[monitor id, slot, spec]`` each) and return."""
+    """Start the checks of these slots (``[monitor id, slot, spec, state]`` each) and return."""
     platform = (await resources()).platform
     batch = _batches.get()
-    for monitor_id, slot, spec in due:
-        batch.start(platform, monitor_id, datetime.fromisoformat(slot), MonitorSpec.from_json(spec))
+    for entry in due:
+        monitor_id, slot, spec, was_up = slot_of(entry)
+        batch.start(platform, monitor_id, slot, spec, was_up=was_up)
     return {"checks_started": len(due)}
+
+
+def slot_of(entry: list) -> tuple[int, datetime, MonitorSpec, bool]:
+    """A slot as the clock sends it: its monitor's id, the slot, the spec and whether the
+    monitor was up (a clock of an older release sends no state: taken as not up)."""
+    monitor_id, slot, spec, *state = entry
+    was_up = state == [MonitorState.UP]
+    return monitor_id, datetime.fromisoformat(slot), MonitorSpec.from_json(spec), was_up
 
 
 class _Batch:
@@ -59,21 +72,21 @@ class _Batch:
         self.running: set[asyncio.Task] = set()  # held: the loop keeps only weak references
         self.done: list[Check] = []
         self.flushing: asyncio.Task | None = None
-        self.hurry = asyncio.Event()  # a failed check may cross a threshold: record it now
+        self.hurry = asyncio.Event()  # a result that may be news: record it now
 
-    def start(self, platform, monitor_id: int, slot: datetime, spec: MonitorSpec) -> None:
-        task = asyncio.create_task(self._check(platform, monitor_id, slot, spec))
+    def start(self, platform, monitor_id: int, slot: datetime, spec: MonitorSpec, *, was_up: bool):
+        task = asyncio.create_task(self._check(platform, monitor_id, slot, spec, was_up))
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
-    async def _check(self, platform, monitor_id: int, slot: datetime, spec: MonitorSpec) -> None:
+    async def _check(self, platform, monitor_id, slot: datetime, spec, was_up: bool) -> None:
         # The clock claims slots seconds ahead (bot/monitors/monitors.py, CLAIM_AHEAD).
         early = (slot - now()).total_seconds()
         if early > 0:
             await asyncio.sleep(min(early, MAX_EARLY))
         result = await probe.check(spec)
         self.done.append((monitor_id, result, now()))
-        if not result.ok:
+        if not (result.ok and was_up):  # it may cross a threshold, or end a state
             self.hurry.set()
         if self.flushing is None or self.flushing.done():
             self.flushing = asyncio.create_task(self._record(platform))
