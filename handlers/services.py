@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from telegram import Update
 from telegram.ext import ContextTypes
@@ -15,9 +15,6 @@ from bot.chat.codes import CodeVerifier
 from bot.chat.owners import Owners
 from bot.chat.topics import Place
 from bot.core import Platform
-
-if TYPE_CHECKING:  # the caller's transaction, passed through untouched
-    from sqlalchemy.ext.asyncio import AsyncConnection
 
 SERVICES_KEY = "aegis.services"
 
@@ -68,14 +65,13 @@ async def reply(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, *
     )
 
 
-async def reply_within(
-    conn: AsyncConnection, update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options
-) -> int | None:
-    """``reply``'s message queued inside the caller's transaction, so it commits with what it
-    answers; returns the row to ask a delivery for once committed (None: queued before)."""
+def reply_row(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, **options
+) -> dict[str, Any]:
+    """``reply``'s message as an outbox row, for a change that queues it with what it answers
+    (one commit for both); the caller asks for its delivery once that has committed."""
     place = place_of(update)
-    return await services(context).platform.outbox.put_within(
-        conn,
+    return services(context).platform.outbox.row_of(
         place.chat_id,
         text,
         key=_reply_key(update),

@@ -10,7 +10,6 @@ nothing.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from telegram import Update
 from telegram.ext import ContextTypes
@@ -26,10 +25,7 @@ from bot.tasks.notes import Note, NoteKind
 from bot.tasks.task import Captured, Closed, parse_label
 from handlers import voice
 from handlers.capture import capture_of
-from handlers.services import Services, edit_tapped, place_of, reply, reply_within, services
-
-if TYPE_CHECKING:  # the caller's transaction, passed through untouched
-    from sqlalchemy.ext.asyncio import AsyncConnection
+from handlers.services import Services, edit_tapped, place_of, reply, reply_row, services
 
 PAGE_SIZE = 20
 FOUND_PER_PAGE = 10
@@ -53,20 +49,19 @@ async def capture(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 def receipt_of(update: Update, context: ContextTypes.DEFAULT_TYPE):
-    """The receipt of a capture, queued in the capture's own transaction (one commit for the
-    task and its answer). None for one more photo of an album (its first message was answered)
-    and for a voice note whose words a job is still to fetch (the job answers)."""
+    """The receipt of a capture, as the outbox row queued with the task (one commit for the
+    task and its answer). None for one more photo of an album (its first message was
+    answered) and for a voice note whose words a job is still to fetch (the job answers)."""
 
-    async def queue(conn: AsyncConnection, captured: Captured) -> int | None:
+    def receipt(captured: Captured) -> dict | None:
         if captured.joined or awaiting_transcription(captured.task.attachments):
             return None
         markup = None
         if captured.new:
             markup = task_views.triage_markup(services(context).signer, captured.task.id)
-        text = task_views.captured_text(captured)
-        return await reply_within(conn, update, context, text, reply_markup=markup)
+        return reply_row(update, context, task_views.captured_text(captured), reply_markup=markup)
 
-    return queue
+    return receipt
 
 
 async def follow_edit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

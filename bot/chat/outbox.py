@@ -251,10 +251,34 @@ class Outbox:
         """``put``'s row, queued inside the caller's transaction (one commit for what the
         message announces and the message); None when ``key`` was queued before. The caller
         asks for its delivery (``request_delivery``) once the transaction has committed."""
-        row = self._row(chat_id, text, reply_markup, reply_to, key)
-        row.update(reply_to_outbox=reply_to_outbox, thread_id=thread_id)
+        row = self.row_of(
+            chat_id,
+            text,
+            key=key,
+            reply_markup=reply_markup,
+            reply_to=reply_to,
+            reply_to_outbox=reply_to_outbox,
+            thread_id=thread_id,
+        )
         statement = insert_unless_keyed(conn.dialect.name)
         return (await conn.execute(statement, row)).scalar_one_or_none()
+
+    def row_of(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        key: str | None,
+        reply_markup: dict[str, Any] | None = None,
+        reply_to: int | None = None,
+        reply_to_outbox: int | None = None,
+        thread_id: int | None = None,
+    ) -> dict[str, Any]:
+        """The row ``put_within`` inserts, for a caller that inserts it in a statement of its
+        own (a capture and its receipt, bot/tasks/tasks.py); ``insert_unless_keyed`` is how."""
+        row = self._row(chat_id, text, reply_markup, reply_to, key)
+        row.update(reply_to_outbox=reply_to_outbox, thread_id=thread_id)
+        return row
 
     async def add(
         self,

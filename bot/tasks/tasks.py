@@ -10,14 +10,18 @@ Closing a task (done, dropped, or filed as reference) keeps its state label and 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+import enum
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import String, bindparam, false, func, insert, select, true, union_all, update
+from sqlalchemy import String, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.chat.outbox_statements import insert_unless_keyed
 from bot.errors import TaskChanged, TaskRefused
 from bot.store import search
 from bot.store.database import Store
@@ -29,9 +33,6 @@ from bot.timeutil import now
 
 if TYPE_CHECKING:
     from bot.tasks.triage import Triage
-
-T = TypeVar("T")
-
 
 COUNT_AT_MOST = 1000  # a list's total is counted up to here (and past the page shown)
 
@@ -45,49 +46,23 @@ class Tasks:
     async def capture(self, capture: Capture) -> Captured:
         """Make ``capture`` a task, once: a message seen before returns its task; one more
         message of an album adds itself to the album's task."""
-        captured, _ = await self.capture_then(capture, _nothing)
+        captured, _ = await self.capture_then(capture, _no_receipt)
         return captured
 
     async def capture_then(
-        self, capture: Capture, then: Callable[[AsyncConnection, Captured], Awaitable[T]]
-    ) -> tuple[Captured, T]:
-        """``capture``, with ``then`` run in the same transaction on what was captured (the
-        receipt queued with the task: one commit for both, not two); returns both results."""
-        moment = now()
-        values = {
-            "capture_key": capture.key,
-            "title": capture.title(),
-            "body": capture.text,
-            "search_text": search_text_of(
-                capture.title(), capture.text, capture.attachments, capture.origin.name
-            ),
-            "state": State.INBOX,
-            "labels": [],
-            "attachments": list(capture.attachments),
-            "origin_kind": capture.origin.kind,
-            "origin_name": capture.origin.name,
-            "origin_user_id": capture.origin.user_id,
-            "origin_chat_id": capture.origin.chat_id,
-            "origin_message_id": capture.origin.message_id,
-            "origin_at": capture.origin.at,
-            "origin_link": capture.origin.link,
-            "chat_id": capture.chat_id,
-            "message_id": capture.message_id,
-            "captured_by": capture.user_id,
-            "assignee": capture.assignee,
-            "created_at": moment,
-            "updated_at": moment,
-        }
+        self, capture: Capture, receipt: Callable[[Captured], dict[str, Any] | None]
+    ) -> tuple[Captured, int | None]:
+        """``capture``, and the outbox row ``receipt`` makes of what was captured (Outbox.row_of;
+        None for none) queued with it: one commit for both. Returns what was captured and the
+        row's id (None when none was queued, or its key was queued before)."""
+        values = _captured_values(capture, now())
+        if not self.store.is_sqlite:
+            fast = await self._capture_new_on_postgres(values, receipt)
+            if fast is not None:
+                return fast
         key = {"capture_key": capture.key}
         try:
             async with self.store.write() as conn:
-                if not self.store.is_sqlite:
-                    row = (await conn.execute(FOUND_OR_INSERTED, values)).one()
-                    if row.new:
-                        captured = Captured(Task.from_row(row), new=True)
-                    else:
-                        captured = await self._seen_before(conn, Task.from_row(row), capture)
-                    return captured, await then(conn, captured)
                 # Look first: a failed insert would use up an id on Postgres (task 3 after 1).
                 row = (await conn.execute(CAPTURED_AS, key)).first()
                 if row is not None:
@@ -95,13 +70,38 @@ class Tasks:
                 else:
                     row = (await conn.execute(INSERT_TASK, values)).one()
                     captured = Captured(Task.from_row(row), new=True)
-                return captured, await then(conn, captured)
+                return captured, await _queue_within(conn, receipt(captured))
         except IntegrityError:
             pass  # a concurrent capture of the same message (or album) won the insert
         async with self.store.write() as conn:
             row = (await conn.execute(CAPTURED_AS, key)).one()
             captured = await self._seen_before(conn, Task.from_row(row), capture)
-            return captured, await then(conn, captured)
+            return captured, await _queue_within(conn, receipt(captured))
+
+    async def _capture_new_on_postgres(
+        self, values: dict[str, Any], receipt: Callable[[Captured], dict[str, Any] | None]
+    ) -> tuple[Captured, int | None] | None:
+        """Postgres, a message not captured before (nearly every one): two statements through
+        the driver (Store.driver), each its own transaction, instead of BEGIN, two statements
+        and COMMIT through SQLAlchemy. The first finds the key taken, or draws the new task's
+        id; knowing the id, the receipt is made, and the second inserts the task and its receipt
+        together. None when the key was taken (before, or by a capture racing this one): the
+        general way then says what it joins. A race lost leaves the id it drew unused."""
+        async with self.store.driver() as pg:
+            task_id = await pg.fetchval(PG_NEW_TASK_ID, values["capture_key"])
+            if task_id is None:
+                return None
+            captured = Captured(_new_task(task_id, values), new=True)
+            row = receipt(captured)
+            task_values = [task_id, *(_driver_value(values[name]) for name in CAPTURED_COLUMNS)]
+            if row is None:
+                inserted = await pg.fetchrow(PG_INSERT_TASK, *task_values)
+                return (captured, None) if inserted is not None else None
+            queued = [_driver_value(row[name]) for name in RECEIPT_COLUMNS]
+            inserted = await pg.fetchrow(PG_INSERT_TASK_AND_RECEIPT, *task_values, *queued)
+        if inserted is None:
+            return None
+        return captured, inserted["receipt_id"]
 
     async def create(
         self,
@@ -416,30 +416,105 @@ CAPTURED_COLUMNS = (
 )  # fmt: skip
 
 
-def _found_or_inserted():
-    """Postgres: CAPTURED_AS, then INSERT_TASK if it found nothing, as one statement (one round
-    trip of the capture's transaction, not two), each row marked ``new`` or not. The insert is
-    a SELECT of its values that yields no row when the key is taken, so a message captured
-    before uses up no id (task 3 after 1); a capture of the same message committed meanwhile
-    still fails the insert (IntegrityError), as it did."""
-    found = CAPTURED_AS.cte("found")
-    values = select(*(bindparam(name, type_=tasks.c[name].type) for name in CAPTURED_COLUMNS))
-    inserted = (
-        insert(tasks)
-        .from_select(CAPTURED_COLUMNS, values.where(~select(found.c.id).exists()))
-        .returning(*tasks.c)
-        .cte("inserted")
-    )
-    return union_all(
-        select(true().label("new"), *inserted.c), select(false().label("new"), *found.c)
-    )
+# Postgres, through the driver (``_capture_new_on_postgres``), written out whole. $1 the capture
+# key: NULL when a task has it, else the new task's id (drawn only then, so a message captured
+# before uses up no id).
+PG_NEW_TASK_ID = """
+SELECT CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE capture_key = $1) THEN NULL
+    ELSE nextval(pg_get_serial_sequence('tasks', 'id')) END
+"""
+
+# $1 the id, then CAPTURED_COLUMNS in their order. No row when the key was taken meanwhile.
+PG_INSERT_TASK = """
+INSERT INTO tasks (id, capture_key, title, body, search_text, state, labels, attachments,
+    origin_kind, origin_name, origin_user_id, origin_chat_id, origin_message_id, origin_at,
+    origin_link, chat_id, message_id, captured_by, assignee, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+    $20, $21)
+ON CONFLICT (capture_key) DO NOTHING
+RETURNING id
+"""
+
+# PG_INSERT_TASK's parameters, then the receipt's (Outbox.row_of) as RECEIPT_COLUMNS: the task
+# and its receipt, one statement; the receipt only if the task went in, and only once for its
+# key (insert_unless_keyed's rule). No row when the task's key was taken meanwhile.
+RECEIPT_COLUMNS = (
+    "chat_id", "thread_id", "idempotency_key", "kind", "parts", "reply_markup",
+    "reply_to_message_id", "reply_to_outbox", "status", "parts_sent", "telegram_message_ids",
+    "attempts", "created_at",
+)  # fmt: skip
+PG_INSERT_TASK_AND_RECEIPT = """
+WITH task AS (
+    INSERT INTO tasks (id, capture_key, title, body, search_text, state, labels, attachments,
+        origin_kind, origin_name, origin_user_id, origin_chat_id, origin_message_id, origin_at,
+        origin_link, chat_id, message_id, captured_by, assignee, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+        $19, $20, $21)
+    ON CONFLICT (capture_key) DO NOTHING
+    RETURNING id
+), receipt AS (
+    INSERT INTO outbox (chat_id, thread_id, idempotency_key, kind, parts, reply_markup,
+        reply_to_message_id, reply_to_outbox, status, parts_sent, telegram_message_ids,
+        attempts, created_at)
+    SELECT $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34 FROM task
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id
+)
+SELECT task.id, (SELECT id FROM receipt) AS receipt_id FROM task
+"""
 
 
-FOUND_OR_INSERTED = _found_or_inserted()
-
-
-async def _nothing(_conn: AsyncConnection, _captured: Captured) -> None:
+def _no_receipt(_captured: Captured) -> None:
     return None
+
+
+def _captured_values(capture: Capture, moment: datetime) -> dict[str, Any]:
+    """A captured message's task row, but for its id."""
+    return {
+        "capture_key": capture.key,
+        "title": capture.title(),
+        "body": capture.text,
+        "search_text": search_text_of(
+            capture.title(), capture.text, capture.attachments, capture.origin.name
+        ),
+        "state": State.INBOX,
+        "labels": [],
+        "attachments": list(capture.attachments),
+        "origin_kind": capture.origin.kind,
+        "origin_name": capture.origin.name,
+        "origin_user_id": capture.origin.user_id,
+        "origin_chat_id": capture.origin.chat_id,
+        "origin_message_id": capture.origin.message_id,
+        "origin_at": capture.origin.at,
+        "origin_link": capture.origin.link,
+        "chat_id": capture.chat_id,
+        "message_id": capture.message_id,
+        "captured_by": capture.user_id,
+        "assignee": capture.assignee,
+        "created_at": moment,
+        "updated_at": moment,
+    }
+
+
+def _new_task(task_id: int, values: dict[str, Any]) -> Task:
+    """The task ``values`` make once inserted as ``task_id``: what INSERT_TASK would return."""
+    unset = {"triaged_by": None, "triage_interaction_id": None, "closed_at": None}
+    return Task.from_row(SimpleNamespace(id=task_id, closed_as=None, **unset, **values))
+
+
+def _driver_value(value: Any) -> Any:
+    """A parameter as asyncpg takes it: JSON (lists, mappings, None in a JSON column) as text,
+    through the codec SQLAlchemy installs (Store.driver); a state as its string."""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value) if isinstance(value, enum.Enum) else value
+
+
+async def _queue_within(conn: AsyncConnection, row: dict[str, Any] | None) -> int | None:
+    if row is None:
+        return None
+    statement = insert_unless_keyed(conn.dialect.name)
+    return (await conn.execute(statement, row)).scalar_one_or_none()
 
 
 def _shown_state(task: Task) -> str:

@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select, update
 
+from bot.chat.outbox import Outbox
 from bot.errors import TaskRefused
-from bot.store.tables import notes, tasks
+from bot.store.tables import notes, outbox, tasks
 from bot.tasks.capture import Capture, Origin
 from bot.tasks.notes import NoteKind, Notes
 from bot.tasks.task import MAX_LABELS, Closed, State, parse_label
@@ -63,20 +64,48 @@ async def new_task(tasks_: Tasks, message_id: int, text: str | None = None) -> i
 # Capture
 
 
-async def test_what_runs_with_a_capture_commits_or_fails_with_it(store, tasks_):
-    async def receipt(conn, captured):
-        return f"task {captured.task.id}, new: {captured.new}"
+async def queued(store) -> list[tuple]:
+    async with store.read() as conn:
+        query = select(outbox.c.id, outbox.c.parts, outbox.c.reply_markup).order_by(outbox.c.id)
+        return [tuple(row) for row in (await conn.execute(query)).all()]
 
-    async def broken(conn, captured):
-        raise RuntimeError("the receipt could not be queued")
+
+async def test_a_capture_and_its_receipt_commit_together_or_not_at_all(store, tasks_):
+    rows = Outbox(store)
+
+    def receipt(captured):
+        text = f"task {captured.task.id}, new: {captured.new}"
+        markup = {"inline_keyboard": [[{"text": "Drop", "callback_data": "x"}]]}
+        return rows.row_of(CHAT, text, key=f"reply:{text}", reply_markup=markup, reply_to=7)
+
+    def broken(captured):
+        raise RuntimeError("the receipt could not be made")
 
     with pytest.raises(RuntimeError):
         await tasks_.capture_then(capture(1, "Buy milk"), broken)
-    assert await row_count(store) == 0  # no task without its receipt
-    first, said = await tasks_.capture_then(capture(1, "Buy milk"), receipt)
-    again, said_again = await tasks_.capture_then(capture(1, "Buy milk"), receipt)
-    assert said == f"task {first.task.id}, new: True"
-    assert said_again == f"task {first.task.id}, new: False"
+    assert await row_count(store) == 0 and await queued(store) == []  # no task without it
+    first, first_receipt = await tasks_.capture_then(capture(1, "Buy milk"), receipt)
+    again, again_receipt = await tasks_.capture_then(capture(1, "Buy milk"), receipt)
+    assert first.new and not again.new and again.task.id == first.task.id
+    markup = {"inline_keyboard": [[{"text": "Drop", "callback_data": "x"}]]}
+    assert await queued(store) == [
+        (first_receipt, [f"task {first.task.id}, new: True"], markup),
+        (again_receipt, [f"task {first.task.id}, new: False"], markup),
+    ]
+    # The task as the capture returned it is the task as stored (on Postgres it is made
+    # before the row is written, to make the receipt with its id).
+    assert first.task == await tasks_.get(first.task.id)
+    # A receipt whose key was queued before is not queued again.
+    third, none = await tasks_.capture_then(capture(1, "Buy milk"), receipt)
+    assert none is None and len(await queued(store)) == 2
+
+
+async def test_a_capture_without_a_receipt_queues_nothing_and_ids_have_no_gaps(store, tasks_):
+    ids = [(await tasks_.capture_then(capture(n, f"t{n}"), lambda _: None)) for n in (1, 2, 1, 3)]
+    assert [(captured.task.id, receipt) for captured, receipt in ids] == [
+        (1, None), (2, None), (1, None), (3, None)
+    ]  # fmt: skip
+    assert await queued(store) == []
 
 
 async def test_the_same_message_twice_is_one_task(store, tasks_):
