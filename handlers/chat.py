@@ -9,7 +9,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.chat.callbacks import CallbackData
-from bot.chat.views.commands import help_text
+from bot.chat.views.commands import help_text, start_text
 from bot.chat.views.status import gather_status
 from bot.errors import BrokerError, PairingError
 from handlers import tasks
@@ -17,7 +17,7 @@ from handlers.interactions import answer_card
 from handlers.services import Services, edit_tapped, reply, services
 
 HELP = help_text()
-START = "Hello! I am aegis.\n\n" + HELP
+START = start_text()
 REFRESH_KIND = "refresh"  # refresh:status:go, the button under /status
 
 
@@ -81,7 +81,7 @@ async def pair(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     user = update.effective_user
     verifier = svc.verifier()
     if verifier is None:
-        await reply(update, context, "Pairing is off: run `aegis totp init` on the server first.")
+        await reply(update, context, "Pairing is off: run aegis totp init on the server first.")
         return
     if len(context.args) != 1:
         await reply(update, context, "Send /pair followed by the 6-digit code, e.g. /pair 123456.")

@@ -39,13 +39,21 @@ OUTRO = (
     "Every message I send goes through a durable outbox, so an outage delays a reply, "
     "never loses it."
 )
+# What /start says after the hello: short enough to read on a phone without scrolling; /help
+# has the rest. A paragraph is one line: the phone wraps it, never the text.
+FIRST_STEPS = (
+    "Forward me anything, or just write it, and it becomes a task in your inbox.",
+    "Agents work for you and ask before they change anything: you approve on a card.",
+    "Try /demo to see a card, /next for what you can do now, /watch to keep an eye on a "
+    "site, and /help for every command.",
+)
 
 CAPTURE = Section(
     "Capture",
     lead=(
-        "forward me anything (or just write it) and it becomes a task in your inbox, with\n"
-        "buttons to triage it at once: @next, @someday, @waiting, @reference or drop. What you "
-        "leave in\nthe inbox is triaged every 15 minutes, by your rules in aegis.yaml or by a "
+        "forward me anything (or just write it) and it becomes a task in your inbox, with "
+        "buttons to triage it at once: @next, @someday, @waiting, @reference or Drop. What you "
+        "leave in the inbox is triaged every 15 minutes, by your rules in aegis.yaml or by a "
         "card that asks you."
     ),
 )
@@ -54,8 +62,8 @@ GATE = Section(
     "The gate",
     after=(
         "Every action an agent wants to take passes a gate: reads run, anything else waits for "
-        "your tap\non a card, and what cannot be undone also needs a code from your "
-        "authenticator. Reply to a card\nwith text to leave a note for the agent that asked."
+        "your tap on a card, and what cannot be undone also needs a code from your "
+        "authenticator. Reply to a card with text to leave a note for the agent that asked."
     ),
 )
 WATCH = Section(
@@ -203,6 +211,11 @@ COMMANDS = (
         "CODE",
     ),
 )
+
+
+def start_text() -> str:
+    """What /start says: hello, what aegis is, and where to begin."""
+    return "\n\n".join(["Hello! I am aegis.", INTRO, *FIRST_STEPS])
 
 
 def help_text() -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bot.chat.views.commands import COMMANDS, INTRO, OUTRO, SECTIONS, help_text
+from bot.chat.views.commands import COMMANDS, INTRO, OUTRO, SECTIONS, help_text, start_text
 
 TELEGRAM_MESSAGE_CHARS = 4096  # https://core.telegram.org/bots/api#sendmessage
 
@@ -49,3 +49,19 @@ def test_a_command_with_arguments_shows_them_in_its_usage():
     find = next(command for command in COMMANDS if command.name == "find")
     assert find.usage == "/find words"
     assert find.help_line() == "/find words: search every task"
+
+
+def test_no_paragraph_is_wrapped_by_hand_the_phone_wraps_them():
+    # A line broken inside a sentence ends without its punctuation; on a phone it reads as
+    # "waits for your tap / on a card". Command lines ("/find words: …") are lists, not prose.
+    for text in (help_text(), start_text()):
+        prose = [line for line in text.splitlines() if line and not line.startswith("/")]
+        assert all(line.endswith((".", ":", ")", "!", "?")) for line in prose), prose
+
+
+def test_start_is_short_names_only_real_commands_and_leads_to_help():
+    text = start_text()
+    assert text.startswith("Hello! I am aegis.") and "/help" in text
+    assert len(text) < 500  # a phone's screen, not a wall
+    names = {command.name for command in COMMANDS}
+    assert set(re.findall(r"/([a-z_]+)", text)) <= names
