@@ -207,7 +207,10 @@ class Actions:
 
 
 def _prompt(call: ToolCall, decision: Gate, explainer) -> str:
-    prompt = f"{call.agent} wants to run {call.tool[:200]!r}: {decision.reason}."
+    # "site.edit changes something" reads "it changes something" after the tool's own name.
+    reason = decision.reason.removeprefix(f"{call.tool} ")
+    reason = f"it {reason}" if reason != decision.reason else reason
+    prompt = f"{call.agent} wants to run {call.tool[:200]!r}: {reason}."
     try:
         what = explainer(call.args, call.caller()) if explainer is not None else None
     except Exception:  # an explanation is a courtesy; the card goes out without it

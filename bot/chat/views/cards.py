@@ -79,7 +79,8 @@ def card_markup(interaction: Interaction, signer: CallbackSigner) -> dict[str, A
 def settled_text(interaction: Interaction) -> str:
     """What the card becomes once it is settled: the question and who decided what, when."""
     body = card_text(interaction).split("\n\n")
-    kept = "\n\n".join(body[:-1])  # everything but the footer with its deadline
+    # Everything but the footer with its deadline, under a heading that no longer asks.
+    kept = "\n\n".join([_settled_heading(interaction), *body[1:-1]])
     return clip(f"{_verdict(interaction)}\n\n{kept}", MESSAGE_LIMIT)  # verdict first: captions clip
 
 
@@ -116,6 +117,10 @@ def _verdict(interaction: Interaction) -> str:
 
 def _heading(interaction: Interaction) -> str:
     return f"{TITLES[interaction.kind]} · card #{interaction.id} · from {interaction.agent}"
+
+
+def _settled_heading(interaction: Interaction) -> str:
+    return f"Card #{interaction.id} · from {interaction.agent}"
 
 
 def _footer(interaction: Interaction) -> list[str]:

@@ -111,6 +111,8 @@ async def test_a_write_waits_on_one_card_then_runs_once_when_approved(platform, 
     assert f"card #{card_id}" in outcomes[0].reason and "identical call" in outcomes[0].reason
     assert await interaction_count(store) == 1 and toolbox.calls == []
     assert await events(store) == ["gated"] + ["waiting"] * 4
+    asked = await platform.interactions.get(card_id)  # says the tool's name once, then why
+    assert asked.prompt == "scribe wants to run 'notes.write': it changes something."
 
     await approve(platform, card_id)
     ran = await perform(platform)
