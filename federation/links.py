@@ -1,0 +1,324 @@
+"""Peer links as rows, and their secrets as files of mode 0600 in the data dir.
+
+A link goes one way. The called side (B) makes it: ``invite`` writes an "in" row and a fresh
+secret and returns the invitation; the calling side (A) ``add``s that invitation as an "out"
+row. B never calls A on it: A must invite B in turn for that. Only B makes secrets, so only B
+rotates them: its old secret stays good for an overlap while A adds the new invitation.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bot.config.secrets import SecretFiles
+from bot.errors import PeerLinkRefused
+from bot.store.database import Store
+from bot.store.tables import peers
+from bot.timeutil import now
+from federation.checks import Link, LinkKey
+from federation.headers import NAME
+from federation.invitations import VALID_FOR, Invitation, is_http_url
+from federation.signing import direction_key
+
+SECRET_BYTES = 32
+DEFAULT_OVERLAP = timedelta(hours=24)
+
+
+class Direction(enum.StrEnum):
+    OUT = "out"  # we call them
+    IN = "in"  # they call us
+
+    @property
+    def described(self) -> str:
+        return "we call them" if self is Direction.OUT else "they call us"
+
+
+class LinkState(enum.StrEnum):
+    INVITED = "invited"  # an "in" link whose invitation nobody has used yet
+    LINKED = "linked"
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    direction: Direction
+    url: str | None
+    us: str
+    them: str
+    state: LinkState
+    invitation: str
+    expires_at: datetime | None
+    previous_until: datetime | None
+    created_at: datetime
+    last_contact_at: datetime | None
+    skew_seconds: float | None
+    refusals: dict[str, int] = field(default_factory=dict)
+
+
+def check_name(name: str, what: str = "a peer's name") -> str:
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise PeerLinkRefused(
+            f"{what} is lowercase letters, digits and '-' (at most 63, starting with a letter "
+            "or digit); nothing was changed"
+        )
+    return name
+
+
+class Peers:
+    """The links of this instance: rows in the store, secrets in ``files``."""
+
+    def __init__(self, store: Store, files: SecretFiles) -> None:
+        self.store = store
+        self.files = files
+
+    async def all(self) -> list[Peer]:
+        async with self.store.read() as conn:
+            rows = (await conn.execute(select(peers).order_by(peers.c.name))).all()
+        return [_peer(row) for row in rows]
+
+    async def get(self, name: str) -> Peer | None:
+        async with self.store.read() as conn:
+            row = (await conn.execute(select(peers).where(peers.c.name == name))).first()
+        return None if row is None else _peer(row)
+
+    def secret(self, name: str) -> bytes:
+        value = self.files.get(_secret_file(name))
+        if value is None:
+            raise PeerLinkRefused(f"the secret of the link {name} is missing from the data dir")
+        return bytes.fromhex(value)
+
+    async def invite(self, name: str, *, us: str, url: str) -> Invitation:
+        """An "in" link for ``name`` (a fresh one, or one whose invitation went unused)."""
+        check_name(name)
+        check_name(us, "this instance's name (AEGIS_PEER_NAME)")
+        if name == us:
+            raise PeerLinkRefused(f"{name} is this instance's own name; nothing was changed")
+        if not is_http_url(url):
+            raise PeerLinkRefused(f"{url!r} is not an http(s) address peers can reach")
+        moment = now()
+        invitation = _invitation(us, name, url, moment)
+        async with self.store.write() as conn:
+            existing = await _row(conn, name)
+            if existing is not None and existing.state != LinkState.INVITED:
+                way = Direction(existing.direction).described
+                raise PeerLinkRefused(
+                    f"a link called {name} exists already ({way}); `aegis peer rotate {name}` "
+                    f"or `aegis peer remove {name}`"
+                )
+            await conn.execute(delete(peers).where(peers.c.name == name))
+            await conn.execute(
+                insert(peers).values(
+                    _values(name, Direction.IN, None, us, name, invitation, moment)
+                    | {"state": LinkState.INVITED, "expires_at": _at(invitation.expires)}
+                )
+            )
+            self.files.put(_secret_file(name), invitation.secret)
+        return invitation
+
+    async def add(self, name: str, invitation: Invitation) -> Peer:
+        """Store the "out" link ``invitation`` makes, or its new secret when it rotates one."""
+        check_name(name)
+        moment = now()
+        if invitation.expires <= moment.timestamp():
+            raise PeerLinkRefused(
+                f"this invitation expired at {_at(invitation.expires):%H:%M:%S} UTC; ask "
+                f"{invitation.callee} for a new one (`aegis peer invite`); nothing was stored"
+            )
+        async with self.store.write() as conn:
+            await _refuse_reuse(conn, invitation)
+            existing = await _row(conn, name)
+            if invitation.rotation:
+                await self._rotate_out(conn, name, existing, invitation)
+            elif existing is not None:
+                raise PeerLinkRefused(
+                    f"a link called {name} exists already; `aegis peer remove {name}` first"
+                )
+            else:
+                values = _values(
+                    name,
+                    Direction.OUT,
+                    invitation.url,
+                    invitation.caller,
+                    invitation.callee,
+                    invitation,
+                    moment,
+                )
+                await conn.execute(insert(peers).values(values | {"state": LinkState.LINKED}))
+            self.files.put(_secret_file(name), invitation.secret)
+        return await self.get(name)
+
+    async def _rotate_out(
+        self, conn: AsyncConnection, name: str, existing, invitation: Invitation
+    ) -> None:
+        same = existing is not None and (existing.direction, existing.us, existing.them) == (
+            Direction.OUT,
+            invitation.caller,
+            invitation.callee,
+        )
+        if not same:
+            raise PeerLinkRefused(
+                f"this invitation rotates the secret of a link from {invitation.caller} to "
+                f"{invitation.callee}, and {name} is not that link here; nothing was stored"
+            )
+        await conn.execute(
+            update(peers)
+            .where(peers.c.name == name)
+            .values(invitation=invitation.id, url=invitation.url)
+        )
+
+    async def rotate(self, name: str, *, url: str, overlap: timedelta) -> Invitation:
+        """A new secret for the "in" link ``name``; the old one stays good for ``overlap``
+        (zero: it stops at once). Returns the invitation that carries the new one to A."""
+        moment = now()
+        async with self.store.write() as conn:
+            existing = await _row(conn, name)
+            if existing is None:
+                raise PeerLinkRefused(f"there is no link called {name}; nothing was changed")
+            if existing.direction != Direction.IN:
+                raise PeerLinkRefused(
+                    f"{name} is a link we call: its secret is made by {existing.them}. Run "
+                    f"`aegis peer rotate` there and `aegis peer add {name} <invitation>` here"
+                )
+            invitation = _invitation(existing.us, name, url, moment, rotation=True)
+            keep = overlap > timedelta(0) and existing.state == LinkState.LINKED
+            await conn.execute(
+                update(peers)
+                .where(peers.c.name == name)
+                .values(invitation=invitation.id, previous_until=moment + overlap if keep else None)
+            )
+            old = self.files.get(_secret_file(name))
+            if keep and old is not None:
+                self.files.put(_secret_file(name) + ".previous", old)
+            else:
+                self.files.path(_secret_file(name) + ".previous").unlink(missing_ok=True)
+            self.files.put(_secret_file(name), invitation.secret)
+        return invitation
+
+    async def remove(self, name: str) -> Peer:
+        async with self.store.write() as conn:
+            existing = await _row(conn, name)
+            if existing is None:
+                raise PeerLinkRefused(f"there is no link called {name}; nothing was changed")
+            await conn.execute(delete(peers).where(peers.c.name == name))
+            for suffix in ("", ".previous"):
+                self.files.path(_secret_file(name) + suffix).unlink(missing_ok=True)
+        return _peer(existing)
+
+    async def links_in(self) -> dict[str, Link]:
+        """Every "in" link the checks may accept a request on, with its live keys."""
+        links = {}
+        for peer in await self.all():
+            if peer.direction == Direction.IN:
+                links[peer.name] = self._link(peer)
+        return links
+
+    def _link(self, peer: Peer) -> Link:
+        current = self.files.get(_secret_file(peer.name))
+        until = peer.expires_at if peer.state == LinkState.INVITED else None
+        keys = [] if current is None else [_key(current, peer, until)]
+        previous = self.files.get(_secret_file(peer.name) + ".previous")
+        if previous is not None and peer.previous_until is not None:
+            keys.append(_key(previous, peer, peer.previous_until))
+        return Link(peer.them, peer.us, tuple(keys))
+
+    async def contacted(self, name: str, skew: float) -> None:
+        """A request on the link succeeded: it is claimed (if it was an invitation) and its
+        last contact and the clock skew measured are kept."""
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(peers)
+                .where(peers.c.name == name)
+                .values(
+                    last_contact_at=now(),
+                    skew_seconds=skew,
+                    state=LinkState.LINKED,
+                    expires_at=None,
+                )
+            )
+
+    async def count_refusals(self, conn: AsyncConnection, name: str, counts: dict[str, int]):
+        """Add refused requests by reason to the link ``name``, inside the caller's write."""
+        row = await _row(conn, name)
+        if row is None:
+            return
+        total = dict(row.refusals or {})
+        for reason, count in counts.items():
+            total[reason] = total.get(reason, 0) + count
+        await conn.execute(update(peers).where(peers.c.name == name).values(refusals=total))
+
+
+def _secret_file(name: str) -> str:
+    return f"peer-{name}"
+
+
+def _key(secret_hex: str, peer: Peer, until: datetime | None) -> LinkKey:
+    key = direction_key(bytes.fromhex(secret_hex), peer.them, peer.us)
+    return LinkKey(key, None if until is None else until.timestamp())
+
+
+def _invitation(us: str, them: str, url: str, moment: datetime, *, rotation=False) -> Invitation:
+    return Invitation(
+        id=secrets.token_hex(16),
+        callee=us,
+        caller=them,
+        url=url,
+        secret=secrets.token_bytes(SECRET_BYTES).hex(),
+        expires=int(moment.timestamp()) + VALID_FOR,
+        rotation=rotation,
+    )
+
+
+def _values(name, direction, url, us, them, invitation: Invitation, moment) -> dict:
+    return {
+        "name": name,
+        "direction": direction,
+        "url": url,
+        "us": us,
+        "them": them,
+        "invitation": invitation.id,
+        "created_at": moment,
+        "refusals": {},
+    }
+
+
+async def _refuse_reuse(conn: AsyncConnection, invitation: Invitation) -> None:
+    used = (
+        await conn.execute(select(peers.c.name).where(peers.c.invitation == invitation.id))
+    ).first()
+    if used is not None:
+        raise PeerLinkRefused(
+            f"this invitation was used already (for the link {used.name}); an invitation "
+            "is good once. Nothing was stored"
+        )
+
+
+async def _row(conn: AsyncConnection, name: str):
+    return (await conn.execute(select(peers).where(peers.c.name == name))).first()
+
+
+def _peer(row) -> Peer:
+    return Peer(
+        row.name,
+        Direction(row.direction),
+        row.url,
+        row.us,
+        row.them,
+        LinkState(row.state),
+        row.invitation,
+        row.expires_at,
+        row.previous_until,
+        row.created_at,
+        row.last_contact_at,
+        row.skew_seconds,
+        dict(row.refusals or {}),
+    )
+
+
+def _at(timestamp: int) -> datetime:
+    return datetime.fromtimestamp(timestamp, now().tzinfo)

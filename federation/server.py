@@ -1,0 +1,142 @@
+"""The federation route the web process serves: every request passes ``checks.verify`` before
+its body is read as JSON; today the one action is ``status``.
+
+A refusal is a 4xx with a sentence, audited at most once a minute per kind; it changes
+nothing else. The one 5xx is 503 while this side cannot check (starting, or Redis down for the
+nonces): a request that could not be checked is never served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio
+from aiohttp import web
+
+from aegis.request_body import read_at_most
+from bot.errors import FederationError, PeerRefused, StoreError
+from federation.checks import MAX_BODY, Link, NonceStore, Request, verify
+from federation.links import Peers
+from federation.nonces import RedisNonces
+from federation.refusals import RefusalLog
+
+logger = logging.getLogger(__name__)
+STATUS_PATH = "/federation/v1/status"
+FRESH_FOR = 5.0  # seconds a read of the links serves; `aegis peer` changes show within it
+CONTACT_EVERY = 10.0  # seconds between two writes of one link's last contact
+
+
+@dataclass
+class Federation:
+    """What the route needs, made inside the web process's loop."""
+
+    peers: Peers
+    nonces: NonceStore
+    status: Callable[[], Awaitable[dict[str, Any]]]
+    refusals: RefusalLog
+    max_body: int = MAX_BODY
+    _links: dict[str, Link] = field(default_factory=dict)
+    _read_at: float = float("-inf")
+    _contacts: dict[str, float] = field(default_factory=dict)
+
+    async def links(self, at: float) -> dict[str, Link]:
+        if at - self._read_at > FRESH_FOR:
+            self._links, self._read_at = await self.peers.links_in(), at
+        return self._links
+
+    async def contacted(self, peer: str, skew: int, at: float) -> None:
+        """Keep the link's last contact and skew, at most every few seconds; a link still on
+        its invitation is claimed at once."""
+        invited = any(key.until is not None for key in self._links[peer].keys[:1])
+        if not invited and at - self._contacts.get(peer, float("-inf")) < CONTACT_EVERY:
+            return
+        self._contacts[peer] = at
+        try:
+            await self.peers.contacted(peer, float(skew))
+        except StoreError as exc:
+            logger.warning("the last contact of %s was not kept: %s", peer, exc)
+        if invited:
+            self._read_at = float("-inf")
+
+
+@dataclass
+class Served:
+    """Holds the federation once the web process has made it (None while it starts)."""
+
+    federation: Federation | None = None
+
+
+SERVED = web.AppKey("federation", Served)
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    peers: Peers,
+    client: redis.asyncio.Redis,
+    namespace: str,
+    status: Callable[[], Awaitable[dict[str, Any]]],
+) -> AsyncIterator[Federation]:
+    """The federation of a web process, its nonces in the broker's Redis (``client``, closed
+    at the end)."""
+    try:
+        yield Federation(peers, RedisNonces(client, namespace), status, RefusalLog(peers))
+    finally:
+        await client.aclose()
+
+
+def mount(app: web.Application) -> Served:
+    """Add the federation routes to the web process's app."""
+    served = app[SERVED] = Served()
+    app.router.add_post(STATUS_PATH, answer_status)
+    return served
+
+
+async def answer_status(request: web.Request) -> web.Response:
+    federation = request.app[SERVED].federation
+    if federation is None:
+        return _error(503, "starting", "aegis is starting; try again in a few seconds")
+    at = time.time()
+    try:
+        body = await read_at_most(request, federation.max_body)
+        incoming = Request(
+            request.method,
+            request.raw_path,
+            request.headers.items(),
+            body,
+            request.content_length or len(body or b""),
+        )
+        links = await federation.links(at)
+        checked = await verify(
+            incoming, links.get, federation.nonces, at, max_body=federation.max_body
+        )
+        _ask(body)
+    except PeerRefused as refused:
+        await federation.refusals.record(refused, at)
+        return _error(refused.status, refused.reason, str(refused))
+    except (FederationError, StoreError) as exc:
+        logger.warning("a peer's request could not be checked: %s", exc)
+        return _error(503, "unavailable", "this aegis cannot check requests now; try again")
+    await federation.contacted(checked.peer, checked.skew, at)
+    answer = await federation.status()
+    return web.json_response(answer | {"time": time.time()})
+
+
+def _ask(body: bytes) -> dict[str, Any]:
+    """The request's JSON object, read only once every check has passed."""
+    try:
+        ask = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise PeerRefused(400, "bad_body", "the body is not JSON") from None
+    if not isinstance(ask, dict):
+        raise PeerRefused(400, "bad_body", "the body is not a JSON object")
+    return ask
+
+
+def _error(status: int, reason: str, message: str) -> web.Response:
+    return web.json_response({"refused": reason, "error": message}, status=status)
