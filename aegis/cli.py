@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from aegis import aegis_version, backup
+from aegis import aegis_version, backup, peer
 from bot.config.settings import Settings, load_settings
 from bot.errors import AegisError, AlreadyRunning, ConfigError
 
@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("--rotate", action="store_true", help="replace an existing secret")
     backup.add_parser(commands)
+    peer.add_parser(commands)
     agent = commands.add_parser(
         "agent", help="agents' MCP tokens", description="Commands about agents."
     )
@@ -233,6 +234,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return run_install(request, settings, sys.stdout)
     if args.command == "backup":
         return backup.run_backup(args, settings)
+    if args.command == "peer":
+        return peer.run_peer(args, settings)
     if args.command == "agent":
         from aegis.agent_token import print_agent_token
 

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.actions.audit import Audit, AuditEvent
 from bot.config.secrets import SecretFiles
 from bot.errors import PeerLinkRefused
 from bot.store.database import Store
@@ -119,6 +120,7 @@ class Peers:
                 )
             )
             self.files.put(_secret_file(name), invitation.secret)
+            await _audit(conn, f"invited {name} to call us as {us}")
         return invitation
 
     async def add(self, name: str, invitation: Invitation) -> Peer:
@@ -151,6 +153,8 @@ class Peers:
                 )
                 await conn.execute(insert(peers).values(values | {"state": LinkState.LINKED}))
             self.files.put(_secret_file(name), invitation.secret)
+            done = "a new secret for" if invitation.rotation else "a link to"
+            await _audit(conn, f"added {done} {name} ({invitation.callee} at {invitation.url})")
         return await self.get(name)
 
     async def _rotate_out(
@@ -198,6 +202,12 @@ class Peers:
             else:
                 self.files.path(_secret_file(name) + ".previous").unlink(missing_ok=True)
             self.files.put(_secret_file(name), invitation.secret)
+            kept = (
+                f"the old one good until {moment + overlap:%Y-%m-%d %H:%M} UTC"
+                if keep
+                else ("the old one ended at once")
+            )
+            await _audit(conn, f"rotated the secret of {name}, {kept}")
         return invitation
 
     async def remove(self, name: str) -> Peer:
@@ -208,6 +218,9 @@ class Peers:
             await conn.execute(delete(peers).where(peers.c.name == name))
             for suffix in ("", ".previous"):
                 self.files.path(_secret_file(name) + suffix).unlink(missing_ok=True)
+            await _audit(
+                conn, f"removed the link {name} ({Direction(existing.direction).described})"
+            )
         return _peer(existing)
 
     async def links_in(self) -> dict[str, Link]:
@@ -227,7 +240,7 @@ class Peers:
             keys.append(_key(previous, peer, peer.previous_until))
         return Link(peer.them, peer.us, tuple(keys))
 
-    async def contacted(self, name: str, skew: float) -> None:
+    async def contacted(self, name: str, skew: float | None) -> None:
         """A request on the link succeeded: it is claimed (if it was an invitation) and its
         last contact and the clock skew measured are kept."""
         async with self.store.write() as conn:
@@ -251,6 +264,10 @@ class Peers:
         for reason, count in counts.items():
             total[reason] = total.get(reason, 0) + count
         await conn.execute(update(peers).where(peers.c.name == name).values(refusals=total))
+
+
+async def _audit(conn: AsyncConnection, detail: str) -> None:
+    await Audit.add(conn, AuditEvent.PEER_CHANGED, "federation: " + detail)
 
 
 def _secret_file(name: str) -> str:

@@ -1,0 +1,197 @@
+"""``aegis peer``: links with other aegis instances (federation/links.py), from the shell.
+
+The instance that will be called invites (``invite``); the one that will call adds the
+invitation (``add``) and asks the other's status once, which claims the invitation there. The
+invitation is the only place a link's secret is ever shown: on stdout alone, the rest on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import sys
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import TextIO
+
+import aiohttp
+
+from bot.config.secrets import SecretFiles
+from bot.config.settings import Settings
+from bot.errors import FederationError
+from bot.store import migrate
+from bot.store.database import Store, wait_for
+from bot.timeutil import short_time
+from federation.client import PeerClient
+from federation.invitations import VALID_FOR, read_invitation
+from federation.links import DEFAULT_OVERLAP, Direction, Peer, Peers
+
+HELP = """\
+Link this aegis with another one, so that one may ask the other (today: its status).
+
+A link goes one way. On the machine that will be called (say, the VPS):
+    aegis peer invite laptop          prints an invitation, good once, for 10 minutes
+On the machine that will call (the laptop):
+    aegis peer add vps <invitation>   stores the link and asks vps's status once
+For the VPS to call the laptop too, do the same the other way round.
+This aegis's name in its links is AEGIS_PEER_NAME (default: this machine's host name);
+an invitation names AEGIS_PEER_URL as where this aegis is reached (default: AEGIS_PUBLIC_URL,
+else http://AEGIS_HOST:AEGIS_PORT). `aegis peer list` shows every link."""
+
+
+def add_parser(commands) -> None:
+    """``aegis peer`` and its commands, for aegis/cli.py."""
+    peer = commands.add_parser(
+        "peer",
+        help="links with other aegis instances (invite, add, list, rotate, remove, status)",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = peer.add_subparsers(dest="peer_command", metavar="PEER_COMMAND", required=True)
+    invite = actions.add_parser(
+        "invite",
+        help="print a one-time invitation for NAME to call this aegis (valid 10 minutes)",
+        description="Make a link on which the instance NAME may call this one and print the "
+        "invitation that carries its secret, to paste into `aegis peer add` there. It is good "
+        "once, for 10 minutes; inviting the same NAME again before it is used replaces it.",
+    )
+    invite.add_argument("name", metavar="NAME", help="the calling instance, as it will be known")
+    invite.add_argument("--url", help="where NAME reaches this aegis (default AEGIS_PEER_URL)")
+    add = actions.add_parser(
+        "add",
+        help="store an invitation from another aegis: this one may then call it",
+        description="Store the link an invitation makes (or the new secret a rotation's "
+        "invitation carries) under NAME, then ask the peer's status once.",
+    )
+    add.add_argument("name", metavar="NAME", help="what to call the peer here, e.g. vps")
+    add.add_argument(
+        "invitation", metavar="INVITATION", help="the text `aegis peer invite` printed"
+    )
+    actions.add_parser(
+        "list",
+        help="every link: direction, last contact, clock skew, refused requests",
+        description="Every link, its direction, its last contact, the clock skew measured then "
+        "(their clock minus ours) and the requests refused on it, by reason.",
+    )
+    rotate = actions.add_parser(
+        "rotate",
+        help="a new secret for a link on which NAME calls us; prints its invitation",
+        description="Make a new secret for the link on which NAME calls this aegis and print "
+        "the invitation that carries it, to `aegis peer add` on NAME. The old secret stays "
+        "good for --overlap (24h by default); --now ends it at once.",
+    )
+    rotate.add_argument("name", metavar="NAME")
+    when = rotate.add_mutually_exclusive_group()
+    when.add_argument("--overlap", type=duration, default=DEFAULT_OVERLAP, help="e.g. 24h, 90m")
+    when.add_argument("--now", action="store_true", help="the old secret stops at once")
+    rotate.add_argument("--url", help="where NAME reaches this aegis (default AEGIS_PEER_URL)")
+    remove = actions.add_parser(
+        "remove", help="remove a link and its secret", description="Remove the link NAME."
+    )
+    remove.add_argument("name", metavar="NAME")
+    status = actions.add_parser(
+        "status",
+        help="ask a peer we call for its health, version and queues",
+        description="Send a signed status request to the peer NAME and print its answer.",
+    )
+    status.add_argument("name", metavar="NAME")
+
+
+def duration(text: str) -> timedelta:
+    """``24h``, ``90m``, ``2d``, ``30s``."""
+    found = re.fullmatch(r"(\d{1,6})([smhd])", text.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 24h, 90m or 2d")
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[found[2]]
+    return timedelta(**{unit: int(found[1])})
+
+
+def run_peer(args: argparse.Namespace, settings: Settings, out: TextIO = sys.stdout) -> int:
+    return asyncio.run(_run(args, settings, out, sys.stderr))
+
+
+async def _run(args, settings: Settings, out: TextIO, err: TextIO) -> int:
+    async with opened_peers(settings) as peers:
+        command = args.peer_command
+        if command == "invite":
+            url = args.url or settings.peer_address
+            invitation = await peers.invite(args.name, us=settings.peer_name, url=url)
+            out.write(invitation.text() + "\n")
+            err.write(
+                f"On {args.name}, within {VALID_FOR // 60} minutes: aegis peer add "
+                f"{settings.peer_name} <the line above>. It names this aegis as "
+                f"{settings.peer_name} at {url}, and is good once.\n"
+            )
+        elif command == "add":
+            return await _add(peers, args.name, args.invitation, out)
+        elif command == "list":
+            _list(await peers.all(), out)
+        elif command == "rotate":
+            overlap = timedelta(0) if args.now else args.overlap
+            url = args.url or settings.peer_address
+            invitation = await peers.rotate(args.name, url=url, overlap=overlap)
+            out.write(invitation.text() + "\n")
+            kept = "has stopped" if overlap == timedelta(0) else f"stays good for {overlap}"
+            err.write(
+                f"A new secret for {args.name}; the old one {kept}. On {args.name}: aegis peer "
+                f"add <its name for {settings.peer_name}> <the line above>.\n"
+            )
+        elif command == "remove":
+            removed = await peers.remove(args.name)
+            out.write(f"Removed the link {removed.name} ({removed.direction.described}).\n")
+        else:
+            return await _status(peers, args.name, out)
+    return 0
+
+
+async def _add(peers: Peers, name: str, text: str, out: TextIO) -> int:
+    peer = await peers.add(name, read_invitation(text))
+    out.write(f"Stored the link {name}: this aegis ({peer.us}) calls {peer.them} at {peer.url}.\n")
+    try:
+        await _status(peers, name, out)
+    except FederationError as exc:
+        out.write(f"The link is stored, but the first call failed: {exc}\n")
+        return 1
+    return 0
+
+
+async def _status(peers: Peers, name: str, out: TextIO) -> int:
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        answer = await PeerClient(peers, session).status(name)
+    queues = answer.get("queues") or {}
+    depths = ", ".join(f"{queue} {depth}" for queue, depth in queues.items()) or "unknown"
+    out.write(
+        f"{name} ({answer.get('instance')}, aegis {answer.get('version')}): "
+        f"{'ok' if answer.get('ok') else 'NOT ok'}; queues: {depths}\n"
+    )
+    return 0
+
+
+def _list(links: list[Peer], out: TextIO) -> None:
+    if not links:
+        out.write("No links. `aegis peer invite NAME` makes one; `aegis peer --help` says how.\n")
+        return
+    for peer in links:
+        where = f" at {peer.url}" if peer.direction == Direction.OUT else ""
+        contact = short_time(peer.last_contact_at) if peer.last_contact_at else "never"
+        skew = "" if peer.skew_seconds is None else f", skew {peer.skew_seconds:+.1f} s"
+        state = f", invitation open until {short_time(peer.expires_at)}" if peer.expires_at else ""
+        refused = ", ".join(f"{why} {n}" for why, n in sorted(peer.refusals.items())) or "none"
+        out.write(
+            f"{peer.name}: {peer.direction.described}{where} (we are {peer.us}, they are "
+            f"{peer.them}){state}; last contact {contact}{skew}; refused: {refused}\n"
+        )
+
+
+@contextlib.asynccontextmanager
+async def opened_peers(settings: Settings) -> AsyncIterator[Peers]:
+    settings.ensure_data_dir()
+    store = Store(settings.effective_database_url)
+    try:
+        await wait_for(store, attempts=5)
+        await migrate.upgrade(store)
+        yield Peers(store, SecretFiles(settings.data_dir))
+    finally:
+        await store.close()
