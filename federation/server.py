@@ -93,7 +93,9 @@ async def serving(
 def mount(app: web.Application) -> Served:
     """Add the federation routes to the web process's app."""
     served = app[SERVED] = Served()
-    app.router.add_post(STATUS_PATH, answer_status)
+    # Every method goes through the checks (the signature covers it), so a request with the
+    # wrong one is refused as any other forgery is, and a stranger learns nothing from a 405.
+    app.router.add_route("*", STATUS_PATH, answer_status)
     return served
 
 
