@@ -27,6 +27,7 @@ from federation.nonces import RedisNonces
 from federation.refusals import RefusalLog
 
 logger = logging.getLogger(__name__)
+PREFIX = "/federation/"
 STATUS_PATH = "/federation/v1/status"
 FRESH_FOR = 5.0  # seconds a read of the links serves; `aegis peer` changes show within it
 CONTACT_EVERY = 10.0  # seconds between two writes of one link's last contact
@@ -93,13 +94,14 @@ async def serving(
 def mount(app: web.Application) -> Served:
     """Add the federation routes to the web process's app."""
     served = app[SERVED] = Served()
-    # Every method goes through the checks (the signature covers it), so a request with the
-    # wrong one is refused as any other forgery is, and a stranger learns nothing from a 405.
-    app.router.add_route("*", STATUS_PATH, answer_status)
+    # Every path and method under /federation/ goes through the checks (the signature covers
+    # both), so a forgery aimed at a path or a method is refused as any other forgery is, and
+    # a stranger learns nothing from a 404 or a 405.
+    app.router.add_route("*", PREFIX + "{action:.*}", answer)
     return served
 
 
-async def answer_status(request: web.Request) -> web.Response:
+async def answer(request: web.Request) -> web.Response:
     federation = request.app[SERVED].federation
     if federation is None:
         return _error(503, "starting", "aegis is starting; try again in a few seconds")
@@ -125,8 +127,10 @@ async def answer_status(request: web.Request) -> web.Response:
         logger.warning("a peer's request could not be checked: %s", exc)
         return _error(503, "unavailable", "this aegis cannot check requests now; try again")
     await federation.contacted(checked.peer, checked.skew, at)
-    answer = await federation.status()
-    return web.json_response(answer | {"time": time.time()})
+    if (request.method, request.path) != ("POST", STATUS_PATH):
+        return _error(404, "no_such_action", "this aegis answers POST /federation/v1/status only")
+    status = await federation.status()
+    return web.json_response(status | {"time": time.time()})
 
 
 def _ask(body: bytes) -> dict[str, Any]:
