@@ -95,6 +95,38 @@ async def test_vps_clock_ten_minutes_off_refuses_every_call_naming_the_skew(
         await client.status("home")
 
 
+@pytest.mark.parametrize(
+    "ahead, said",
+    [
+        (600, "600 s ahead of this server's clock"),  # vps refuses, and says by how much
+        (90, "its clock is 90 s behind this machine's"),  # accepted, but doctor warns
+        (0, "answers (clock skew"),
+    ],
+)
+async def test_doctor_names_a_peer_whose_clock_is_off(
+    vps, laptop, tmp_path, monkeypatch, ahead, said
+):
+    from aegis.doctor import Finding
+    from aegis.doctor_peers import peer_findings
+    from bot.config.settings import Settings
+
+    stack, vps_peers, laptop_peers, client = await _linked(vps, laptop)
+
+    class Ahead:
+        @staticmethod
+        def time() -> float:
+            return time.time() + ahead
+
+    monkeypatch.setattr(client_module, "time", Ahead)
+    settings = Settings(
+        data_dir=tmp_path / "laptop",
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'laptop' / 'aegis.sqlite3'}",
+        _env_file=None,
+    )
+    [finding] = await peer_findings(settings, Finding)
+    assert finding.ok == (ahead == 0) and said in finding.text, finding.text
+
+
 async def test_a_removed_link_is_refused_and_nothing_is_served(vps, laptop):
     stack, vps_peers, laptop_peers, client = await _linked(vps, laptop)
     await vps_peers.remove("laptop")
