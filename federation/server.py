@@ -54,7 +54,8 @@ class Federation:
     async def contacted(self, peer: str, skew: int, at: float) -> None:
         """Keep the link's last contact and skew, at most every few seconds; a link still on
         its invitation is claimed at once."""
-        invited = any(key.until is not None for key in self._links[peer].keys[:1])
+        link = self._links.get(peer)  # a read of the links since the check may have lost it
+        invited = link is not None and any(key.until is not None for key in link.keys[:1])
         if not invited and at - self._contacts.get(peer, float("-inf")) < CONTACT_EVERY:
             return
         self._contacts[peer] = at
