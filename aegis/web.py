@@ -48,6 +48,7 @@ WEBHOOK_PATH = "/telegram/webhook"
 EMULATOR_UPLOAD_BYTES = 50 * 2**20
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 (a header name)
 WATCHDOG_EVERY = 60.0  # seconds between the watchdog's passes
+NONCE_CONNECTIONS = 32  # Redis connections peers' requests share for their nonces
 
 
 @dataclass
@@ -199,7 +200,7 @@ async def serving_peers(context: WebContext, store) -> AsyncIterator[federation_
         }
 
     peers = Peers(store, SecretFiles(settings.data_dir))
-    client = loop_client()
+    client = loop_client(waiting_beyond=NONCE_CONNECTIONS)
     async with federation_server.serving(peers, client, context.broker.namespace, status) as fed:
         yield fed
 
