@@ -23,10 +23,9 @@ from bot.config.settings import Settings
 from bot.errors import FederationError
 from bot.store import migrate
 from bot.store.database import Store, wait_for
-from bot.timeutil import short_time
 from federation.client import PeerClient
 from federation.invitations import VALID_FOR, read_invitation
-from federation.links import DEFAULT_OVERLAP, Direction, Peer, Peers
+from federation.links import DEFAULT_OVERLAP, Peer, Peers
 
 HELP = """\
 Link this aegis with another one, so that one may ask the other (today: its status).
@@ -172,17 +171,8 @@ async def _status(peers: Peers, name: str, out: TextIO) -> int:
 def _list(links: list[Peer], out: TextIO) -> None:
     if not links:
         out.write("No links. `aegis peer invite NAME` makes one; `aegis peer --help` says how.\n")
-        return
     for peer in links:
-        where = f" at {peer.url}" if peer.direction == Direction.OUT else ""
-        contact = short_time(peer.last_contact_at) if peer.last_contact_at else "never"
-        skew = "" if peer.skew_seconds is None else f", skew {peer.skew_seconds:+.1f} s"
-        state = f", invitation open until {short_time(peer.expires_at)}" if peer.expires_at else ""
-        refused = ", ".join(f"{why} {n}" for why, n in sorted(peer.refusals.items())) or "none"
-        out.write(
-            f"{peer.name}: {peer.direction.described}{where} (we are {peer.us}, they are "
-            f"{peer.them}){state}; last contact {contact}{skew}; refused: {refused}\n"
-        )
+        out.write(peer.summary() + "\n")
 
 
 @contextlib.asynccontextmanager

@@ -21,7 +21,7 @@ from bot.config.secrets import SecretFiles
 from bot.errors import PeerLinkRefused
 from bot.store.database import Store
 from bot.store.tables import peers
-from bot.timeutil import now
+from bot.timeutil import now, short_time
 from federation.checks import Link, LinkKey
 from federation.headers import NAME
 from federation.invitations import VALID_FOR, Invitation, is_http_url
@@ -60,6 +60,18 @@ class Peer:
     last_contact_at: datetime | None
     skew_seconds: float | None
     refusals: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """The link in a line, as ``aegis peer list`` and ``/peers`` show it."""
+        where = f" at {self.url}" if self.direction == Direction.OUT else ""
+        contact = short_time(self.last_contact_at) if self.last_contact_at else "never"
+        skew = "" if self.skew_seconds is None else f", clock skew {self.skew_seconds:+.1f} s"
+        open_ = f", invitation open until {short_time(self.expires_at)}" if self.expires_at else ""
+        refused = ", ".join(f"{why} {n}" for why, n in sorted(self.refusals.items())) or "none"
+        return (
+            f"{self.name}: {self.direction.described}{where} (we are {self.us}, they are "
+            f"{self.them}){open_}; last contact {contact}{skew}; refused: {refused}"
+        )
 
 
 def check_name(name: str, what: str = "a peer's name") -> str:

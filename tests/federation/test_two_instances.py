@@ -28,7 +28,7 @@ async def vps(tmp_path, redis_server_url, redis_namespace):
         redis_server_url,
         peer_name="vps",
     )
-    async with running_stack(settings, namespace=redis_namespace, worker=False) as stack:
+    async with running_stack(settings, namespace=redis_namespace) as stack:
         yield stack, Peers(stack.store, SecretFiles(settings.data_dir))
 
 
@@ -62,6 +62,9 @@ async def test_laptop_asks_vps_for_its_status(vps, laptop):
     assert inbound.state == LinkState.LINKED and inbound.last_contact_at is not None
     outbound = await laptop_peers.get("home")
     assert outbound.last_contact_at is not None and abs(outbound.skew_seconds) < 2
+    [shown] = await stack.ask("/peers")
+    assert "• laptop: they call us (we are vps, they are laptop); last contact" in shown["text"]
+    assert "refused: none" in shown["text"]
 
 
 async def test_a_rotation_keeps_the_old_secret_for_its_overlap_only(vps, laptop):
