@@ -15,6 +15,8 @@ from federation.links import Peers
 
 logger = logging.getLogger(__name__)
 EVERY = 60.0  # seconds between two audit rows of one peer and reason
+# Refused before the signature was verified: the peer's name is only what the request said.
+UNPROVEN = ("clock_skew", "bad_signature")
 
 
 class RefusalLog:
@@ -41,6 +43,8 @@ class RefusalLog:
 
     async def _write(self, refused: PeerRefused, count: int) -> None:
         who = refused.peer or "a sender with no link"
+        if refused.reason in UNPROVEN:
+            who = f"a sender calling itself {refused.peer}"
         detail = f"federation: refused {count} request(s) from {who} ({refused.reason}): {refused}"
         async with self.peers.store.write() as conn:
             await Audit.add(conn, AuditEvent.PEER_REFUSED, detail)

@@ -8,6 +8,7 @@ nonces): a request that could not be checked is never served.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -45,11 +46,22 @@ class Federation:
     _links: dict[str, Link] = field(default_factory=dict)
     _read_at: float = float("-inf")
     _contacts: dict[str, float] = field(default_factory=dict)
+    _reading: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def links(self, at: float) -> dict[str, Link]:
+        """The links, read again when older than a few seconds, by one request at a time: a
+        burst arriving as the read goes stale waits for that one read instead of each making
+        its own."""
         if at - self._read_at > FRESH_FOR:
-            self._links, self._read_at = await self.peers.links_in(), at
+            async with self._reading:
+                if at - self._read_at > FRESH_FOR:
+                    self._links, self._read_at = await self.peers.links_in(), at
         return self._links
+
+    def forget_links(self) -> None:
+        """Read the links again at the next request (a link was claimed, or a test changed
+        one and does not wait for ``FRESH_FOR``)."""
+        self._read_at = float("-inf")
 
     async def contacted(self, peer: str, skew: int, at: float) -> None:
         """Keep the link's last contact and skew, at most every few seconds; a link still on
@@ -64,7 +76,7 @@ class Federation:
         except StoreError as exc:
             logger.warning("the last contact of %s was not kept: %s", peer, exc)
         if invited:
-            self._read_at = float("-inf")
+            self.forget_links()
 
 
 @dataclass

@@ -142,7 +142,7 @@ async def _forget_links(stack) -> None:
     """The web process reads the links again within seconds; a test does not wait for that."""
     from federation.server import SERVED
 
-    stack.app[SERVED].federation._read_at = float("-inf")
+    stack.app[SERVED].federation.forget_links()
 
 
 async def test_a_peer_that_is_down_is_named_unreachable_after_the_retries(laptop, tmp_path):

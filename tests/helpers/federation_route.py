@@ -55,7 +55,7 @@ class Route:
             until = datetime.fromtimestamp(world.old_until, UTC)
         async with self.peers.store.write() as conn:
             await conn.execute(update(peer_rows).values(previous_until=until))
-        self.federation._read_at = float("-inf")  # read the links again
+        self.federation.forget_links()
 
 
 @contextlib.asynccontextmanager
