@@ -40,7 +40,7 @@ async def _look(client: PeerClient, peer: Peer, finding):
         await client.status(peer.name)
     except FederationError as exc:
         return finding(False, f"Peer {peer.name}: {exc}.")
-    skew = (await client.peers.get(peer.name)).skew_seconds
+    skew = (await client.peers.get(peer.name, Direction.OUT)).skew_seconds
     if skew is not None and abs(skew) > SKEW_WARNING:
         return finding(False, f"Peer {peer.name}: its clock is {_off(skew)}; {_fix(peer)}")
     return finding(True, f"Peer {peer.name} at {peer.url} answers (clock skew {skew or 0:+.1f} s).")

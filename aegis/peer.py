@@ -25,7 +25,7 @@ from bot.store import migrate
 from bot.store.database import Store, wait_for
 from federation.client import PeerClient
 from federation.invitations import VALID_FOR, read_invitation
-from federation.links import DEFAULT_OVERLAP, Peer, Peers
+from federation.links import DEFAULT_OVERLAP, Direction, Peer, Peers
 
 HELP = """\
 Link this aegis with another one, so that one may ask the other (today: its status).
@@ -87,9 +87,17 @@ def add_parser(commands) -> None:
     when.add_argument("--now", action="store_true", help="the old secret stops at once")
     rotate.add_argument("--url", help="where NAME reaches this aegis (default AEGIS_PEER_URL)")
     remove = actions.add_parser(
-        "remove", help="remove a link and its secret", description="Remove the link NAME."
+        "remove",
+        help="remove a link and its secret",
+        description="Remove the link NAME and its secret; requests on it are refused at once "
+        "(within a few seconds by a running aegis).",
     )
     remove.add_argument("name", metavar="NAME")
+    remove.add_argument(
+        "--way",
+        choices=("out", "in"),
+        help="which link, when NAME both calls us and is called: out (we call it) or in",
+    )
     status = actions.add_parser(
         "status",
         help="ask a peer we call for its health, version and queues",
@@ -138,7 +146,8 @@ async def _run(args, settings: Settings, out: TextIO, err: TextIO) -> int:
                 f"add <its name for {settings.peer_name}> <the line above>.\n"
             )
         elif command == "remove":
-            removed = await peers.remove(args.name)
+            way = None if args.way is None else Direction(args.way)
+            removed = await peers.remove(args.name, way)
             out.write(f"Removed the link {removed.name} ({removed.direction.described}).\n")
         else:
             return await _status(peers, args.name, out)

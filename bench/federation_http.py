@@ -59,13 +59,13 @@ async def serve(port: int, data_dir: Path, redis_url: str) -> None:
     from bot.store import migrate
     from bot.store.database import Store
     from federation import server
-    from federation.links import Peers
+    from federation.links import Direction, Peers
 
     store = Store(f"sqlite+aiosqlite:///{data_dir / 'aegis.sqlite3'}")
     await migrate.upgrade(store)
     peers = Peers(store, SecretFiles(data_dir))
     invitation = await peers.invite("laptop", us="vps", url=f"http://127.0.0.1:{port}")
-    await peers.contacted("laptop", 0.0)
+    await peers.contacted("laptop", Direction.IN, 0.0)
 
     async def status() -> dict:
         return dict(ANSWER)

@@ -43,10 +43,10 @@ class PeerClient:
         return await self.ask(name, "POST", STATUS_PATH, {})
 
     async def ask(self, name: str, method: str, path: str, payload: dict) -> dict[str, Any]:
-        peer = await self.peers.get(name)
-        if peer is None or peer.direction != Direction.OUT:
+        peer = await self.peers.get(name, Direction.OUT)
+        if peer is None:
             raise PeerLinkRefused(f"there is no link called {name} on which we call the peer")
-        signer = Signer.for_link(self.peers.secret(name), peer.us, peer.them)
+        signer = Signer.for_link(self.peers.secret(name, Direction.OUT), peer.us, peer.them)
         body = json.dumps(payload, separators=(",", ":")).encode()
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.tries),
@@ -58,7 +58,7 @@ class PeerClient:
             with attempt:
                 sent = time.time()
                 answer = await self._send(peer, signer, method, path, body)
-        await self.peers.contacted(name, _skew(answer, sent, time.time()))
+        await self.peers.contacted(name, Direction.OUT, _skew(answer, sent, time.time()))
         return answer
 
     async def _send(

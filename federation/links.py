@@ -91,17 +91,18 @@ class Peers:
         self.files = files
 
     async def all(self) -> list[Peer]:
+        query = select(peers).order_by(peers.c.name, peers.c.direction.desc())
         async with self.store.read() as conn:
-            rows = (await conn.execute(select(peers).order_by(peers.c.name))).all()
+            rows = (await conn.execute(query)).all()
         return [_peer(row) for row in rows]
 
-    async def get(self, name: str) -> Peer | None:
+    async def get(self, name: str, direction: Direction) -> Peer | None:
         async with self.store.read() as conn:
-            row = (await conn.execute(select(peers).where(peers.c.name == name))).first()
+            row = await _row(conn, name, direction)
         return None if row is None else _peer(row)
 
-    def secret(self, name: str) -> bytes:
-        value = self.files.get(_secret_file(name))
+    def secret(self, name: str, direction: Direction) -> bytes:
+        value = self.files.get(_secret_file(name, direction))
         if value is None:
             raise PeerLinkRefused(f"the secret of the link {name} is missing from the data dir")
         return bytes.fromhex(value)
@@ -117,22 +118,21 @@ class Peers:
         moment = now()
         invitation = _invitation(us, name, url, moment)
         async with self.store.write() as conn:
-            existing = await _row(conn, name)
+            existing = await _row(conn, name, Direction.IN)
             if existing is not None and existing.state != LinkState.INVITED:
-                way = Direction(existing.direction).described
                 raise PeerLinkRefused(
-                    f"a link called {name} exists already ({way}); `aegis peer rotate {name}` "
-                    f"or `aegis peer remove {name}`"
+                    f"{name} calls us already; `aegis peer rotate {name}` makes a new secret, "
+                    f"`aegis peer remove {name} --way in` ends the link"
                 )
-            await conn.execute(delete(peers).where(peers.c.name == name))
+            await conn.execute(delete(peers).where(_is(name, Direction.IN)))
             await conn.execute(
                 insert(peers).values(
                     _values(name, Direction.IN, None, us, name, invitation, moment)
                     | {"state": LinkState.INVITED, "expires_at": _at(invitation.expires)}
                 )
             )
-            self.files.put(_secret_file(name), invitation.secret)
             await _audit(conn, f"invited {name} to call us as {us}")
+            self.files.put(_secret_file(name, Direction.IN), invitation.secret)
         return invitation
 
     async def add(self, name: str, invitation: Invitation) -> Peer:
@@ -146,12 +146,13 @@ class Peers:
             )
         async with self.store.write() as conn:
             await _refuse_reuse(conn, invitation)
-            existing = await _row(conn, name)
+            existing = await _row(conn, name, Direction.OUT)
             if invitation.rotation:
                 await self._rotate_out(conn, name, existing, invitation)
             elif existing is not None:
                 raise PeerLinkRefused(
-                    f"a link called {name} exists already; `aegis peer remove {name}` first"
+                    f"we call a peer called {name} already; `aegis peer remove {name} --way "
+                    "out` first"
                 )
             else:
                 values = _values(
@@ -164,16 +165,15 @@ class Peers:
                     moment,
                 )
                 await conn.execute(insert(peers).values(values | {"state": LinkState.LINKED}))
-            self.files.put(_secret_file(name), invitation.secret)
             done = "a new secret for" if invitation.rotation else "a link to"
             await _audit(conn, f"added {done} {name} ({invitation.callee} at {invitation.url})")
-        return await self.get(name)
+            self.files.put(_secret_file(name, Direction.OUT), invitation.secret)
+        return await self.get(name, Direction.OUT)
 
     async def _rotate_out(
         self, conn: AsyncConnection, name: str, existing, invitation: Invitation
     ) -> None:
-        same = existing is not None and (existing.direction, existing.us, existing.them) == (
-            Direction.OUT,
+        same = existing is not None and (existing.us, existing.them) == (
             invitation.caller,
             invitation.callee,
         )
@@ -184,7 +184,7 @@ class Peers:
             )
         await conn.execute(
             update(peers)
-            .where(peers.c.name == name)
+            .where(_is(name, Direction.OUT))
             .values(invitation=invitation.id, url=invitation.url)
         )
 
@@ -193,47 +193,53 @@ class Peers:
         (zero: it stops at once). Returns the invitation that carries the new one to A."""
         moment = now()
         async with self.store.write() as conn:
-            existing = await _row(conn, name)
+            existing = await _row(conn, name, Direction.IN)
             if existing is None:
-                raise PeerLinkRefused(f"there is no link called {name}; nothing was changed")
-            if existing.direction != Direction.IN:
-                raise PeerLinkRefused(
-                    f"{name} is a link we call: its secret is made by {existing.them}. Run "
-                    f"`aegis peer rotate` there and `aegis peer add {name} <invitation>` here"
-                )
+                raise PeerLinkRefused(await _no_link_in(conn, name))
             invitation = _invitation(existing.us, name, url, moment, rotation=True)
             keep = overlap > timedelta(0) and existing.state == LinkState.LINKED
             await conn.execute(
                 update(peers)
-                .where(peers.c.name == name)
+                .where(_is(name, Direction.IN))
                 .values(invitation=invitation.id, previous_until=moment + overlap if keep else None)
             )
-            old = self.files.get(_secret_file(name))
-            if keep and old is not None:
-                self.files.put(_secret_file(name) + ".previous", old)
-            else:
-                self.files.path(_secret_file(name) + ".previous").unlink(missing_ok=True)
-            self.files.put(_secret_file(name), invitation.secret)
-            kept = (
-                f"the old one good until {moment + overlap:%Y-%m-%d %H:%M} UTC"
-                if keep
-                else ("the old one ended at once")
-            )
-            await _audit(conn, f"rotated the secret of {name}, {kept}")
+            until = f"good until {moment + overlap:%Y-%m-%d %H:%M} UTC" if keep else "ended"
+            await _audit(conn, f"rotated the secret of {name}, the old one {until}")
+            self._replace_secret(name, invitation.secret, keep_previous=keep)
         return invitation
 
-    async def remove(self, name: str) -> Peer:
+    def _replace_secret(self, name: str, secret: str, *, keep_previous: bool) -> None:
+        current = _secret_file(name, Direction.IN)
+        old = self.files.get(current)
+        if keep_previous and old is not None:
+            self.files.put(current + ".previous", old)
+        else:
+            self.files.path(current + ".previous").unlink(missing_ok=True)
+        self.files.put(current, secret)
+
+    async def remove(self, name: str, direction: Direction | None = None) -> Peer:
+        """Remove the link ``name`` (its ``direction`` is needed only when both exist)."""
         async with self.store.write() as conn:
-            existing = await _row(conn, name)
-            if existing is None:
+            found = [
+                row
+                for way in (Direction.OUT, Direction.IN)
+                if direction in (None, way) and (row := await _row(conn, name, way)) is not None
+            ]
+            if not found:
                 raise PeerLinkRefused(f"there is no link called {name}; nothing was changed")
-            await conn.execute(delete(peers).where(peers.c.name == name))
+            if len(found) > 1:
+                raise PeerLinkRefused(
+                    f"{name} names two links, one we call and one that calls us: add --way out "
+                    "or --way in. Nothing was changed"
+                )
+            removed = _peer(found[0])
+            await conn.execute(delete(peers).where(_is(name, removed.direction)))
+            await _audit(conn, f"removed the link {name} ({removed.direction.described})")
             for suffix in ("", ".previous"):
-                self.files.path(_secret_file(name) + suffix).unlink(missing_ok=True)
-            await _audit(
-                conn, f"removed the link {name} ({Direction(existing.direction).described})"
-            )
-        return _peer(existing)
+                self.files.path(_secret_file(name, removed.direction) + suffix).unlink(
+                    missing_ok=True
+                )
+        return removed
 
     async def links_in(self) -> dict[str, Link]:
         """Every "in" link the checks may accept a request on, with its live keys."""
@@ -244,21 +250,21 @@ class Peers:
         return links
 
     def _link(self, peer: Peer) -> Link:
-        current = self.files.get(_secret_file(peer.name))
+        current = self.files.get(_secret_file(peer.name, Direction.IN))
         until = peer.expires_at if peer.state == LinkState.INVITED else None
         keys = [] if current is None else [_key(current, peer, until)]
-        previous = self.files.get(_secret_file(peer.name) + ".previous")
+        previous = self.files.get(_secret_file(peer.name, Direction.IN) + ".previous")
         if previous is not None and peer.previous_until is not None:
             keys.append(_key(previous, peer, peer.previous_until))
         return Link(peer.them, peer.us, tuple(keys))
 
-    async def contacted(self, name: str, skew: float | None) -> None:
+    async def contacted(self, name: str, direction: Direction, skew: float | None) -> None:
         """A request on the link succeeded: it is claimed (if it was an invitation) and its
         last contact and the clock skew measured are kept."""
         async with self.store.write() as conn:
             await conn.execute(
                 update(peers)
-                .where(peers.c.name == name)
+                .where(_is(name, direction))
                 .values(
                     last_contact_at=now(),
                     skew_seconds=skew,
@@ -268,22 +274,32 @@ class Peers:
             )
 
     async def count_refusals(self, conn: AsyncConnection, name: str, counts: dict[str, int]):
-        """Add refused requests by reason to the link ``name``, inside the caller's write."""
-        row = await _row(conn, name)
+        """Add refused requests by reason to the "in" link ``name``, in the caller's write."""
+        row = await _row(conn, name, Direction.IN)
         if row is None:
             return
         total = dict(row.refusals or {})
         for reason, count in counts.items():
             total[reason] = total.get(reason, 0) + count
-        await conn.execute(update(peers).where(peers.c.name == name).values(refusals=total))
+        await conn.execute(update(peers).where(_is(name, Direction.IN)).values(refusals=total))
+
+
+async def _no_link_in(conn: AsyncConnection, name: str) -> str:
+    out = await _row(conn, name, Direction.OUT)
+    if out is None:
+        return f"no link called {name} calls us; nothing was changed"
+    return (
+        f"{name} is a link we call: its secret is made by {out.them}. Run `aegis peer rotate` "
+        f"there and `aegis peer add {name} <invitation>` here"
+    )
 
 
 async def _audit(conn: AsyncConnection, detail: str) -> None:
     await Audit.add(conn, AuditEvent.PEER_CHANGED, "federation: " + detail)
 
 
-def _secret_file(name: str) -> str:
-    return f"peer-{name}"
+def _secret_file(name: str, direction: Direction) -> str:
+    return f"peer-{direction}-{name}"
 
 
 def _key(secret_hex: str, peer: Peer, until: datetime | None) -> LinkKey:
@@ -327,8 +343,12 @@ async def _refuse_reuse(conn: AsyncConnection, invitation: Invitation) -> None:
         )
 
 
-async def _row(conn: AsyncConnection, name: str):
-    return (await conn.execute(select(peers).where(peers.c.name == name))).first()
+def _is(name: str, direction: Direction):
+    return (peers.c.name == name) & (peers.c.direction == direction)
+
+
+async def _row(conn: AsyncConnection, name: str, direction: Direction):
+    return (await conn.execute(select(peers).where(_is(name, direction)))).first()
 
 
 def _peer(row) -> Peer:

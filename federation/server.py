@@ -23,7 +23,7 @@ from aiohttp import web
 from aegis.request_body import read_at_most
 from bot.errors import FederationError, PeerRefused, StoreError
 from federation.checks import MAX_BODY, Link, NonceStore, Request, verify
-from federation.links import Peers
+from federation.links import Direction, Peers
 from federation.nonces import RedisNonces
 from federation.refusals import RefusalLog
 
@@ -72,7 +72,7 @@ class Federation:
             return
         self._contacts[peer] = at
         try:
-            await self.peers.contacted(peer, float(skew))
+            await self.peers.contacted(peer, Direction.IN, float(skew))
         except StoreError as exc:
             logger.warning("the last contact of %s was not kept: %s", peer, exc)
         if invited:

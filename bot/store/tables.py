@@ -539,15 +539,16 @@ topics = Table(
 )
 
 # Links with other aegis instances (federation/links.py): ``direction`` is "out" (we call them,
-# at ``url``) or "in" (they call us). ``us`` and ``them`` are the two names the link's signatures
-# carry. An "in" link is "invited" until its first signed request, and dies unclaimed at
-# ``expires_at``. The secrets are files in the data dir, never here. ``refusals`` counts refused
-# requests by reason; ``skew_seconds`` is their clock minus ours at the last contact.
+# at ``url``) or "in" (they call us); a peer both ways is two rows of one name. ``us`` and
+# ``them`` are the two names the link's signatures carry. An "in" link is "invited" until its
+# first signed request, and dies unclaimed at ``expires_at``. The secrets are files in the data
+# dir, never here. ``refusals`` counts refused requests by reason; ``skew_seconds`` is their
+# clock minus ours at the last contact.
 peers = Table(
     "peers",
     metadata,
     Column("name", String(63), primary_key=True),
-    Column("direction", String(3), nullable=False),
+    Column("direction", String(3), primary_key=True),
     Column("url", String(500)),
     Column("us", String(63), nullable=False),
     Column("them", String(63), nullable=False),

@@ -49,8 +49,12 @@ async def test_an_invitation_makes_a_link_one_way(vps, laptop):
         "vps",
         "https://vps.example:8742",
     )
-    assert laptop.secret("home-vps") == vps.secret("laptop") == bytes.fromhex(invitation.secret)
-    inbound = await vps.get("laptop")
+    assert (
+        laptop.secret("home-vps", Direction.OUT)
+        == vps.secret("laptop", Direction.IN)
+        == bytes.fromhex(invitation.secret)
+    )
+    inbound = await vps.get("laptop", Direction.IN)
     assert inbound.direction == Direction.IN and inbound.state == LinkState.INVITED
     links = await vps.links_in()
     assert set(links) == {"laptop"} and links["laptop"].us == "vps"
@@ -67,7 +71,7 @@ async def test_secrets_are_files_of_mode_0600_and_never_in_the_audit(vps, laptop
     async with vps.store.read() as conn:
         details = " ".join((await conn.execute(select(audit_events.c.detail))).scalars())
     assert "invited laptop" in details and "rotated the secret of laptop" in details
-    for secret in (invitation.secret, vps.secret("laptop").hex()):
+    for secret in (invitation.secret, vps.secret("laptop", Direction.IN).hex()):
         assert secret not in details
 
 
@@ -84,8 +88,8 @@ async def test_an_expired_invitation_is_refused_and_stores_nothing(vps, laptop, 
     expired = replace(invitation, expires=int(time.time()) - 1)
     with pytest.raises(PeerLinkRefused, match="expired"):
         await laptop.add("vps", expired)
-    assert await laptop.get("vps") is None
-    assert not (tmp_path / "laptop" / "secrets" / "peer-vps").exists()
+    assert await laptop.get("vps", Direction.OUT) is None
+    assert not (tmp_path / "laptop" / "secrets" / "peer-out-vps").exists()
 
 
 async def test_an_unclaimed_invitation_stops_verifying_when_it_expires(vps):
@@ -113,26 +117,29 @@ async def test_bad_input_is_refused_and_changes_nothing(vps, laptop, name, invit
 async def test_an_existing_link_is_not_invited_over(vps, laptop):
     invitation = await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")
     again = await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")  # still unused
-    assert again.secret != invitation.secret and vps.secret("laptop").hex() == again.secret
-    await vps.contacted("laptop", 0.5)  # the first request claims it
-    with pytest.raises(PeerLinkRefused, match="exists already"):
+    assert (
+        again.secret != invitation.secret
+        and vps.secret("laptop", Direction.IN).hex() == again.secret
+    )
+    await vps.contacted("laptop", Direction.IN, 0.5)  # the first request claims it
+    with pytest.raises(PeerLinkRefused, match="calls us already"):
         await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")
-    assert vps.secret("laptop").hex() == again.secret
+    assert vps.secret("laptop", Direction.IN).hex() == again.secret
 
 
 async def test_rotation_keeps_the_old_secret_for_the_overlap_and_now_ends_it(vps, laptop):
     first = await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")
     await laptop.add("vps", first)
-    await vps.contacted("laptop", 0.0)
+    await vps.contacted("laptop", Direction.IN, 0.0)
     rotation = await vps.rotate("laptop", url="http://127.0.0.1:9", overlap=timedelta(hours=24))
     current, previous = (await vps.links_in())["laptop"].keys
     assert current.until is None and previous.until == pytest.approx(time.time() + 86400, abs=5)
     assert rotation.rotation and rotation.secret != first.secret
     await laptop.add("vps", rotation)
-    assert laptop.secret("vps").hex() == rotation.secret
+    assert laptop.secret("vps", Direction.OUT).hex() == rotation.secret
     await vps.rotate("laptop", url="http://127.0.0.1:9", overlap=timedelta(0))
     [only] = (await vps.links_in())["laptop"].keys
-    assert only.until is None and vps.secret("laptop").hex() != rotation.secret
+    assert only.until is None and vps.secret("laptop", Direction.IN).hex() != rotation.secret
 
 
 async def test_only_the_called_side_rotates_and_a_rotation_fits_only_its_link(vps, laptop):
@@ -140,11 +147,11 @@ async def test_only_the_called_side_rotates_and_a_rotation_fits_only_its_link(vp
     with pytest.raises(PeerLinkRefused, match="secret is made by vps"):
         await laptop.rotate("vps", url="http://127.0.0.1:9", overlap=timedelta(0))
     other = await vps.invite("desktop", us="vps", url="http://127.0.0.1:9")
-    await vps.contacted("desktop", 0.0)
+    await vps.contacted("desktop", Direction.IN, 0.0)
     rotation = await vps.rotate("desktop", url="http://127.0.0.1:9", overlap=timedelta(0))
     with pytest.raises(PeerLinkRefused, match="not that link"):
         await laptop.add("vps", rotation)
-    assert laptop.secret("vps").hex() != other.secret
+    assert laptop.secret("vps", Direction.OUT).hex() != other.secret
 
 
 async def test_removing_a_link_removes_its_secrets_and_an_unknown_one_is_refused(vps, tmp_path):
@@ -159,3 +166,22 @@ async def test_removing_a_link_removes_its_secrets_and_an_unknown_one_is_refused
 async def test_a_link_to_oneself_is_refused(vps):
     with pytest.raises(PeerLinkRefused, match="own name"):
         await vps.invite("vps", us="vps", url="http://127.0.0.1:9")
+
+
+async def test_a_peer_both_ways_is_two_links_of_one_name(vps, laptop):
+    """laptop calls vps, and vps calls laptop once laptop invites it in turn: on each side one
+    name, two links, two secrets."""
+    await laptop.add("vps", await vps.invite("laptop", us="vps", url="http://127.0.0.1:9"))
+    back = await laptop.invite("vps", us="laptop", url="http://127.0.0.1:8")
+    await vps.add("laptop", back)
+    assert [(p.name, p.direction) for p in await laptop.all()] == [
+        ("vps", Direction.OUT),
+        ("vps", Direction.IN),
+    ]
+    assert laptop.secret("vps", Direction.OUT) != laptop.secret("vps", Direction.IN)
+    assert set(await laptop.links_in()) == {"vps"} and set(await vps.links_in()) == {"laptop"}
+    with pytest.raises(PeerLinkRefused, match="two links"):
+        await laptop.remove("vps")
+    removed = await laptop.remove("vps", Direction.IN)
+    assert removed.direction == Direction.IN and await laptop.links_in() == {}
+    assert (await laptop.get("vps", Direction.OUT)) is not None

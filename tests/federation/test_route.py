@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from bot.store.tables import audit_events
+from federation.links import Direction
 from tests.helpers.federation_route import federation_route, start_of_a_second
 from tests.helpers.signature_cases import CASES, World, signed
 
@@ -44,16 +45,16 @@ async def test_refusals_are_audited_once_a_minute_per_kind_and_counted_on_the_li
         rows = (await conn.execute(select(audit_events.c.detail))).scalars().all()
     refused = [row for row in rows if "refused" in row]
     assert len(refused) == 1 and "900 s behind" in refused[0]
-    link = await route.peers.get("laptop")
+    link = await route.peers.get("laptop", Direction.IN)
     assert link.refusals == {"clock_skew": 1}  # the other four wait for the next row
 
 
 async def test_a_first_valid_request_claims_the_invitation_and_is_kept_as_contact(route):
     world = World(start_of_a_second())
     await route.use(world)
-    assert (await route.peers.get("laptop")).state == "invited"
+    assert (await route.peers.get("laptop", Direction.IN)).state == "invited"
     assert (await route.send(signed(world, ts_offset=-7)))[0] == 200
-    link = await route.peers.get("laptop")
+    link = await route.peers.get("laptop", Direction.IN)
     assert link.state == "linked" and link.expires_at is None
     assert link.last_contact_at is not None and link.skew_seconds in (-7.0, -8.0)
 

@@ -16,7 +16,7 @@ from bot.store import migrate
 from bot.store.database import Store
 from federation import client as client_module
 from federation.client import PeerClient
-from federation.links import LinkState, Peers
+from federation.links import Direction, LinkState, Peers
 from tests.helpers.stack import make_settings, running_stack
 
 
@@ -58,9 +58,9 @@ async def test_laptop_asks_vps_for_its_status(vps, laptop):
     answer = await client.status("home")
     assert answer["instance"] == "vps" and answer["ok"] is True
     assert set(answer["queues"]) == {"default", "outbox", "runs"} and answer["version"]
-    inbound = await vps_peers.get("laptop")
+    inbound = await vps_peers.get("laptop", Direction.IN)
     assert inbound.state == LinkState.LINKED and inbound.last_contact_at is not None
-    outbound = await laptop_peers.get("home")
+    outbound = await laptop_peers.get("home", Direction.OUT)
     assert outbound.last_contact_at is not None and abs(outbound.skew_seconds) < 2
     [shown] = await stack.ask("/peers")
     assert "• laptop: they call us (we are vps, they are laptop); last contact" in shown["text"]

@@ -47,11 +47,11 @@ class Route:
     async def use(self, world: World) -> None:
         """The link's secrets as ``world`` has them (the old one only with an overlap)."""
         files = self.peers.files
-        files.put(f"peer-{CALLER}", SECRET.hex())
-        files.path(f"peer-{CALLER}.previous").unlink(missing_ok=True)
+        files.put(f"peer-in-{CALLER}", SECRET.hex())
+        files.path(f"peer-in-{CALLER}.previous").unlink(missing_ok=True)
         until = None
         if world.old_until is not None:
-            files.put(f"peer-{CALLER}.previous", OLD_SECRET.hex())
+            files.put(f"peer-in-{CALLER}.previous", OLD_SECRET.hex())
             until = datetime.fromtimestamp(world.old_until, UTC)
         async with self.peers.store.write() as conn:
             await conn.execute(update(peer_rows).values(previous_until=until))

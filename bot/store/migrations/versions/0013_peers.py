@@ -32,7 +32,7 @@ def upgrade() -> None:
         sa.Column("last_contact_at", WHEN, nullable=True),
         sa.Column("skew_seconds", sa.Float(), nullable=True),
         sa.Column("refusals", sa.JSON(), nullable=False),
-        sa.PrimaryKeyConstraint("name"),
+        sa.PrimaryKeyConstraint("name", "direction"),
         sa.UniqueConstraint("invitation"),
     )
 
