@@ -15,11 +15,12 @@ import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TextIO
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from bot.config.secrets import SecretFiles
-from bot.config.settings import Settings
+from bot.config.settings import Settings, is_loopback
 from bot.errors import FederationError
 from bot.store import migrate
 from bot.store.database import Store, wait_for
@@ -131,6 +132,11 @@ async def _run(args, settings: Settings, out: TextIO, err: TextIO) -> int:
                 f"{settings.peer_name} <the line above>. It names this aegis as "
                 f"{settings.peer_name} at {url}, and is good once.\n"
             )
+            if is_loopback(urlsplit(url).hostname or ""):
+                err.write(
+                    f"{url} is reached from this machine only: set AEGIS_PEER_URL (or --url) "
+                    "to an address the other machine can reach.\n"
+                )
         elif command == "add":
             return await _add(peers, args.name, args.invitation, out)
         elif command == "list":

@@ -47,6 +47,12 @@ async def test_refusals_are_audited_once_a_minute_per_kind_and_counted_on_the_li
     assert len(refused) == 1 and "900 s behind" in refused[0]
     link = await route.peers.get("laptop", Direction.IN)
     assert link.refusals == {"clock_skew": 1}  # the other four wait for the next row
+    assert link.last_contact_at is None and link.state == "invited"  # nothing else changed
+    no_nonce = signed(world).with_header("X-Aegis-Nonce", None)
+    assert (await route.send(no_nonce))[0] == 400
+    async with route.peers.store.read() as conn:
+        rows = (await conn.execute(select(audit_events.c.detail))).scalars().all()
+    assert sum("refused" in row for row in rows) == 2  # another kind, its own row
 
 
 async def test_a_first_valid_request_claims_the_invitation_and_is_kept_as_contact(route):
