@@ -25,7 +25,7 @@ from bot.errors import FederationError
 from bot.store import migrate
 from bot.store.database import Store, wait_for
 from federation.client import PeerClient
-from federation.invitations import VALID_FOR, read_invitation
+from federation.invitations import VALID_FOR, Invitation, read_invitation
 from federation.links import DEFAULT_OVERLAP, Direction, Peer, Peers
 
 HELP = """\
@@ -123,34 +123,14 @@ def run_peer(args: argparse.Namespace, settings: Settings, out: TextIO = sys.std
 async def _run(args, settings: Settings, out: TextIO, err: TextIO) -> int:
     async with opened_peers(settings) as peers:
         command = args.peer_command
-        if command == "invite":
-            url = args.url or settings.peer_address
-            invitation = await peers.invite(args.name, us=settings.peer_name, url=url)
-            out.write(invitation.text() + "\n")
-            err.write(
-                f"On {args.name}, within {VALID_FOR // 60} minutes: aegis peer add "
-                f"{settings.peer_name} <the line above>. It names this aegis as "
-                f"{settings.peer_name} at {url}, and is good once.\n"
-            )
-            if is_loopback(urlsplit(url).hostname or ""):
-                err.write(
-                    f"{url} is reached from this machine only: set AEGIS_PEER_URL (or --url) "
-                    "to an address the other machine can reach.\n"
-                )
+        if command in ("invite", "rotate"):
+            invitation, note = await _invitation(peers, args, settings)
+            _print_invitation(invitation, args.name, out, err)
+            err.write(note)
         elif command == "add":
             return await _add(peers, args.name, args.invitation, out)
         elif command == "list":
             _list(await peers.all(), out)
-        elif command == "rotate":
-            overlap = timedelta(0) if args.now else args.overlap
-            url = args.url or settings.peer_address
-            invitation = await peers.rotate(args.name, url=url, overlap=overlap)
-            out.write(invitation.text() + "\n")
-            kept = "has stopped" if overlap == timedelta(0) else f"stays good for {overlap}"
-            err.write(
-                f"A new secret for {args.name}; the old one {kept}. On {args.name}: aegis peer "
-                f"add <its name for {settings.peer_name}> <the line above>.\n"
-            )
         elif command == "remove":
             way = None if args.way is None else Direction(args.way)
             removed = await peers.remove(args.name, way)
@@ -158,6 +138,34 @@ async def _run(args, settings: Settings, out: TextIO, err: TextIO) -> int:
         else:
             return await _status(peers, args.name, out)
     return 0
+
+
+async def _invitation(peers: Peers, args, settings: Settings) -> tuple[Invitation, str]:
+    """The invitation ``invite`` or ``rotate`` makes, and a line to add about it."""
+    url = args.url or settings.peer_address
+    if args.peer_command == "invite":
+        return await peers.invite(args.name, us=settings.peer_name, url=url), ""
+    overlap = timedelta(0) if args.now else args.overlap
+    invitation = await peers.rotate(args.name, url=url, overlap=overlap)
+    seconds = int(overlap.total_seconds())
+    kept = "has stopped" if not seconds else f"stays good for {_span(seconds)}"
+    return invitation, f"The old secret {kept}.\n"
+
+
+def _print_invitation(invitation: Invitation, name: str, out: TextIO, err: TextIO) -> None:
+    """The invitation alone on stdout (to copy or pipe), what to do with it on stderr."""
+    out.write(invitation.text() + "\n")
+    what = "A new secret" if invitation.rotation else "An invitation"
+    err.write(
+        f"{what} for {name}, good once, for {VALID_FOR // 60} minutes: on {name}, run aegis peer "
+        f"add <its name for {invitation.callee}> <the line above>. It names this aegis as "
+        f"{invitation.callee} at {invitation.url}.\n"
+    )
+    if is_loopback(urlsplit(invitation.url).hostname or ""):
+        err.write(
+            f"{invitation.url} is reached from this machine only: set AEGIS_PEER_URL (or --url) "
+            "to an address the other machine can reach.\n"
+        )
 
 
 async def _add(peers: Peers, name: str, text: str, out: TextIO) -> int:
@@ -176,11 +184,24 @@ async def _status(peers: Peers, name: str, out: TextIO) -> int:
         answer = await PeerClient(peers, session).status(name)
     queues = answer.get("queues") or {}
     depths = ", ".join(f"{queue} {depth}" for queue, depth in queues.items()) or "unknown"
+    said = f"{answer.get('instance')}, aegis {answer.get('version')}"
     out.write(
-        f"{name} ({answer.get('instance')}, aegis {answer.get('version')}): "
-        f"{'ok' if answer.get('ok') else 'NOT ok'}; queues: {depths}\n"
+        f"{name} ({_printable(said)}): {'ok' if answer.get('ok') else 'NOT ok'}; "
+        f"queues: {_printable(depths)}\n"
     )
     return 0
+
+
+def _span(seconds: int) -> str:
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _printable(text: str) -> str:
+    """What a peer said, without anything a terminal would act on."""
+    return "".join(c if c.isprintable() else "?" for c in text)[:300]
 
 
 def _list(links: list[Peer], out: TextIO) -> None:

@@ -33,7 +33,8 @@ def test_invite_add_list_remove(tmp_path):
     assert invited.returncode == 0, invited.stderr
     invitation = invited.stdout.strip()
     assert invitation.startswith("aegis-invite-1.") and "\n" not in invitation
-    assert "aegis peer add vps" in invited.stderr and invitation not in invited.stderr
+    assert "on laptop, run aegis peer add <its name for vps>" in invited.stderr
+    assert invitation not in invited.stderr
     added = aegis(["add", "vps", invitation], tmp_path, "laptop")
     # vps is not running: the link is kept, and the first call's failure is said
     assert added.returncode == 1
