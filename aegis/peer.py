@@ -1,7 +1,7 @@
 """``aegis peer``: links with other aegis instances (federation/links.py), from the shell.
 
 The instance that will be called invites (``invite``); the one that will call adds the
-invitation (``add``) and asks the other's status once, which claims the invitation there. The
+invitation (``add``), which claims it there and asks the other's status once. The
 invitation is the only place a link's secret is ever shown: on stdout alone, the rest on stderr.
 """
 
@@ -34,7 +34,7 @@ Link this aegis with another one, so that one may ask the other (today: its stat
 A link goes one way. On the machine that will be called (say, the VPS):
     aegis peer invite laptop          prints an invitation, good once, for 10 minutes
 On the machine that will call (the laptop):
-    aegis peer add vps <invitation>   stores the link and asks vps's status once
+    aegis peer add vps <invitation>   claims it at vps, stores the link, asks vps's status
 For the VPS to call the laptop too, do the same the other way round.
 This aegis's name in its links is AEGIS_PEER_NAME (default: this machine's host name);
 an invitation names AEGIS_PEER_URL as where this aegis is reached (default: AEGIS_PUBLIC_URL,
@@ -62,8 +62,10 @@ def add_parser(commands) -> None:
     add = actions.add_parser(
         "add",
         help="store an invitation from another aegis: this one may then call it",
-        description="Store the link an invitation makes (or the new secret a rotation's "
-        "invitation carries) under NAME, then ask the peer's status once.",
+        description="Claim an invitation at the aegis that printed it (which must be running "
+        "and reachable at the address it names), store the link it makes under NAME, then ask "
+        "the peer's status once. A rotation's invitation only replaces the link's secret. "
+        "Nothing is stored when the claim fails.",
     )
     add.add_argument("name", metavar="NAME", help="what to call the peer here, e.g. vps")
     add.add_argument(
@@ -169,12 +171,14 @@ def _print_invitation(invitation: Invitation, name: str, out: TextIO, err: TextI
 
 
 async def _add(peers: Peers, name: str, text: str, out: TextIO) -> int:
-    peer = await peers.add(name, read_invitation(text))
+    invitation = read_invitation(text)
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        peer = await PeerClient(peers, session).link(name, invitation)
     out.write(f"Stored the link {name}: this aegis ({peer.us}) calls {peer.them} at {peer.url}.\n")
     try:
         await _status(peers, name, out)
     except FederationError as exc:
-        out.write(f"The link is stored, but the first call failed: {exc}\n")
+        out.write(f"The link is stored, but asking its status failed: {exc}\n")
         return 1
     return 0
 

@@ -64,8 +64,9 @@ async def serve(port: int, data_dir: Path, redis_url: str) -> None:
     store = Store(f"sqlite+aiosqlite:///{data_dir / 'aegis.sqlite3'}")
     await migrate.upgrade(store)
     peers = Peers(store, SecretFiles(data_dir))
-    invitation = await peers.invite("laptop", us="vps", url=f"http://127.0.0.1:{port}")
-    await peers.contacted("laptop", Direction.IN, 0.0)
+    await peers.invite("laptop", us="vps", url=f"http://127.0.0.1:{port}")
+    await peers.claim("laptop", bytes(32))
+    secret = peers.secret("laptop", Direction.IN)
 
     async def status() -> dict:
         return dict(ANSWER)
@@ -83,7 +84,7 @@ async def serve(port: int, data_dir: Path, redis_url: str) -> None:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", port).start()
-        print(invitation.secret, flush=True)
+        print(secret.hex(), flush=True)
         await asyncio.Event().wait()
 
 

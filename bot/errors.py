@@ -216,9 +216,9 @@ class FederationError(AegisError):
 
 
 class PeerRefused(FederationError):
-    """Raised when a peer's request fails a check; ``status`` is the HTTP answer (4xx only),
-    ``reason`` a short code counted per peer, and the message a sentence safe to send back:
-    it never holds a secret, a signature or a header's value."""
+    """Raised when a request fails a check, a peer's here or ours there; ``status`` is the HTTP
+    answer (4xx only), ``reason`` a short code counted per peer, and the message a sentence
+    safe to send back: it never holds a secret, a signature or a header's value."""
 
     def __init__(self, status: int, reason: str, message: str, *, peer: str | None = None):
         super().__init__(message)

@@ -37,6 +37,8 @@ class Link:
     peer: str
     us: str
     keys: tuple[LinkKey, ...]
+    claimed: bool = True  # False: made by an invitation nobody has claimed yet
+    spent: tuple[LinkKey, ...] = ()  # a claimed invitation's key, to say so to a late copy
 
 
 @dataclass(frozen=True)
@@ -92,14 +94,16 @@ def check(
         headers.nonce,
         request.body,
     )
-    if not _signed_by(link, message, headers.signature, now):
+    if not _signed_by(link.keys, message, headers.signature, now):
+        if _signed_by(link.spent, message, headers.signature, now):
+            raise PeerRefused(409, "claimed", "this invitation was claimed already", peer=link.peer)
         raise PeerRefused(401, "bad_signature", "the signature does not verify", peer=link.peer)
     return Checked(link.peer, headers.nonce, skew)
 
 
-def _signed_by(link: Link, message: bytes, given: str, now: float) -> bool:
+def _signed_by(keys: tuple[LinkKey, ...], message: bytes, given: str, now: float) -> bool:
     matched = False
-    for held in link.keys:
+    for held in keys:
         live = held.until is None or now < held.until
         # every live key is compared, so the time taken does not tell which one matched
         matched |= live and hmac.compare_digest(signature(held.key, message), given)

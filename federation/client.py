@@ -9,6 +9,7 @@ Every try has its own hard ceiling (``timeout``), so a stuck peer cannot hold th
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from typing import Any
 
@@ -21,9 +22,10 @@ from tenacity import (
 )
 from yarl import URL
 
-from bot.errors import FederationError, PeerLinkRefused, PeerUnreachable
+from bot.errors import PeerLinkRefused, PeerRefused, PeerUnreachable
+from federation.invitations import Invitation, link_secret
 from federation.links import Direction, Peer, Peers
-from federation.server import STATUS_PATH
+from federation.server import CLAIM_PATH, STATUS_PATH
 from federation.signing import Signer
 
 LONGEST_ANSWER = 1_048_576
@@ -42,6 +44,31 @@ class PeerClient:
         """The peer's health, version and queue depths."""
         return await self.ask(name, "POST", STATUS_PATH, {})
 
+    async def link(self, name: str, invitation: Invitation) -> Peer:
+        """Make the link ``invitation`` offers, stored as ``name``: claimed at the inviting
+        side first (one try: a claim is good once), then stored with the secret the claim
+        made. A rotation's invitation carries its secret and is stored as it is."""
+        await self.peers.check_new(name, invitation)
+        if invitation.rotation:
+            return await self.peers.add(name, invitation)
+        offered = bytes.fromhex(invitation.secret)
+        signer = Signer.for_link(offered, invitation.caller, invitation.callee)
+        share = secrets.token_bytes(32)
+        body = json.dumps({"share": share.hex()}).encode()
+        try:
+            await self._send(name, invitation.url, signer, "POST", CLAIM_PATH, body)
+        except PeerRefused as refused:
+            if refused.reason != "claimed":
+                raise
+            raise PeerLinkRefused(
+                f"{invitation.callee} says this invitation was claimed already. If the answer "
+                "to an earlier `aegis peer add` of yours was lost, ask for a new invitation; if "
+                f"not, someone else used a copy of it: `aegis peer remove {invitation.caller}` "
+                f"on {invitation.callee} ends their link. Nothing was stored"
+            ) from refused
+        secret = link_secret(offered, share).hex()
+        return await self.peers.add(name, invitation, secret=secret)
+
     async def ask(self, name: str, method: str, path: str, payload: dict) -> dict[str, Any]:
         peer = await self.peers.get(name, Direction.OUT)
         if peer is None:
@@ -57,14 +84,14 @@ class PeerClient:
         async for attempt in retrying:
             with attempt:
                 sent = time.time()
-                answer = await self._send(peer, signer, method, path, body)
+                answer = await self._send(name, peer.url, signer, method, path, body)
         await self.peers.contacted(name, Direction.OUT, _skew(answer, sent, time.time()))
         return answer
 
     async def _send(
-        self, peer: Peer, signer: Signer, method: str, path: str, body: bytes
+        self, name: str, base: str, signer: Signer, method: str, path: str, body: bytes
     ) -> dict[str, Any]:
-        url = URL(peer.url.rstrip("/") + path, encoded=True)
+        url = URL(base.rstrip("/") + path, encoded=True)
         headers = signer.headers(method, url.raw_path_qs, body, ts=int(time.time()))
         headers["Content-Type"] = "application/json"
         try:
@@ -75,13 +102,15 @@ class PeerClient:
                 status = response.status
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise PeerUnreachable(
-                f"{peer.name} at {peer.url} could not be reached ({type(exc).__name__})"
+                f"{name} at {base} could not be reached ({type(exc).__name__})"
             ) from exc
         answer = _json(raw)
         if status >= 500:
-            raise PeerUnreachable(f"{peer.name} answered {status}: {_said(answer)}")
+            raise PeerUnreachable(f"{name} answered {status}: {_said(answer)}")
         if status >= 400:
-            raise FederationError(f"{peer.name} refused the request ({status}): {_said(answer)}")
+            reason = str(answer.get("refused", "refused"))[:40]
+            message = f"{name} refused the request ({status}): {_said(answer)}"
+            raise PeerRefused(status, reason, message, peer=name)
         return answer
 
 

@@ -1,15 +1,23 @@
 """The one-time invitation a called instance prints and a calling one stores.
 
-It names the called instance and its address, the caller's name in the link, and carries the
-link's secret; it is good for ten minutes. It is a bearer secret: shown once, on stdout, and
-pasted by hand into the other machine's ``aegis peer add``. The text is
-``aegis-invite-1.`` followed by url-safe base64 of a JSON object.
+It names the called instance and its address, the caller's name in the link, and carries a
+secret; it is good for ten minutes. It is a bearer secret: shown once, on stdout, and pasted by
+hand into the other machine's ``aegis peer add``. The text is ``aegis-invite-1.`` followed by
+url-safe base64 of a JSON object.
+
+Its secret is not yet the link's. ``aegis peer add`` claims the invitation with a request signed
+by it that carries 32 random bytes of its own (the share), and both sides make the link's
+secret from the two: ``HMAC-SHA256(invitation secret, "aegis link\n" share)``. The called side
+takes one claim only, so an invitation that was copied and used by someone else first is found
+out at once (the second claim is refused), and the secret the link then has was never shown
+anywhere. A rotation's invitation carries the new secret itself: it is not claimed.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -37,6 +45,11 @@ class Invitation:
     def text(self) -> str:
         raw = json.dumps(asdict(self), separators=(",", ":"), sort_keys=True).encode()
         return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def link_secret(invitation_secret: bytes, share: bytes) -> bytes:
+    """The link's secret, from the invitation's and the claimant's share."""
+    return hmac.digest(invitation_secret, b"aegis link\n" + share, "sha256")
 
 
 def read_invitation(text: str) -> Invitation:

@@ -24,7 +24,7 @@ from bot.store.tables import peers
 from bot.timeutil import now, short_time
 from federation.checks import Link, LinkKey
 from federation.headers import NAME
-from federation.invitations import VALID_FOR, Invitation, is_http_url
+from federation.invitations import VALID_FOR, Invitation, is_http_url, link_secret
 from federation.signing import direction_key
 
 SECRET_BYTES = 32
@@ -66,7 +66,9 @@ class Peer:
         where = f" at {self.url}" if self.direction == Direction.OUT else ""
         contact = short_time(self.last_contact_at) if self.last_contact_at else "never"
         skew = "" if self.skew_seconds is None else f", clock skew {self.skew_seconds:+.1f} s"
-        open_ = f", invitation open until {short_time(self.expires_at)}" if self.expires_at else ""
+        open_ = ""
+        if self.state == LinkState.INVITED and self.expires_at is not None:
+            open_ = f", invitation open until {short_time(self.expires_at)}"
         refused = ", ".join(f"{why} {n}" for why, n in sorted(self.refusals.items())) or "none"
         return (
             f"{self.name}: {self.direction.described}{where} (we are {self.us}, they are "
@@ -135,25 +137,35 @@ class Peers:
             self.files.put(_secret_file(name, Direction.IN), invitation.secret)
         return invitation
 
-    async def add(self, name: str, invitation: Invitation) -> Peer:
-        """Store the "out" link ``invitation`` makes, or its new secret when it rotates one."""
+    async def check_new(self, name: str, invitation: Invitation) -> None:
+        """Refuse, before the invitation is claimed, what ``add`` would refuse after."""
+        async with self.store.read() as conn:
+            await self._refuse(conn, name, invitation)
+
+    async def _refuse(self, conn: AsyncConnection, name: str, invitation: Invitation):
+        """The "out" row ``name`` has now (None: none), or a refusal of ``invitation``."""
         check_name(name)
-        moment = now()
-        if invitation.expires <= moment.timestamp():
+        if invitation.expires <= now().timestamp():
             raise PeerLinkRefused(
                 f"this invitation expired at {_at(invitation.expires):%H:%M:%S} UTC; ask "
                 f"{invitation.callee} for a new one (`aegis peer invite`); nothing was stored"
             )
+        await _refuse_reuse(conn, invitation)
+        existing = await _row(conn, name, Direction.OUT)
+        if not invitation.rotation and existing is not None:
+            raise PeerLinkRefused(
+                f"we call a peer called {name} already; `aegis peer remove {name} --way out` first"
+            )
+        return existing
+
+    async def add(self, name: str, invitation: Invitation, *, secret: str | None = None) -> Peer:
+        """Store the "out" link ``invitation`` makes, with the ``secret`` its claim made (a
+        rotation's invitation carries its own), or a rotation's new secret."""
+        moment = now()
         async with self.store.write() as conn:
-            await _refuse_reuse(conn, invitation)
-            existing = await _row(conn, name, Direction.OUT)
+            existing = await self._refuse(conn, name, invitation)
             if invitation.rotation:
                 await self._rotate_out(conn, name, existing, invitation)
-            elif existing is not None:
-                raise PeerLinkRefused(
-                    f"we call a peer called {name} already; `aegis peer remove {name} --way "
-                    "out` first"
-                )
             else:
                 values = _values(
                     name,
@@ -167,7 +179,7 @@ class Peers:
                 await conn.execute(insert(peers).values(values | {"state": LinkState.LINKED}))
             done = "a new secret for" if invitation.rotation else "a link to"
             await _audit(conn, f"added {done} {name} ({invitation.callee} at {invitation.url})")
-            self.files.put(_secret_file(name, Direction.OUT), invitation.secret)
+            self.files.put(_secret_file(name, Direction.OUT), secret or invitation.secret)
         return await self.get(name, Direction.OUT)
 
     async def _rotate_out(
@@ -235,7 +247,7 @@ class Peers:
             removed = _peer(found[0])
             await conn.execute(delete(peers).where(_is(name, removed.direction)))
             await _audit(conn, f"removed the link {name} ({removed.direction.described})")
-            for suffix in ("", ".previous"):
+            for suffix in ("", ".previous", ".offered"):
                 self.files.path(_secret_file(name, removed.direction) + suffix).unlink(
                     missing_ok=True
                 )
@@ -256,21 +268,41 @@ class Peers:
         previous = self.files.get(_secret_file(peer.name, Direction.IN) + ".previous")
         if previous is not None and peer.previous_until is not None:
             keys.append(_key(previous, peer, peer.previous_until))
-        return Link(peer.them, peer.us, tuple(keys))
+        claimed = peer.state == LinkState.LINKED
+        offered = self.files.get(_secret_file(peer.name, Direction.IN) + ".offered")
+        spent = ()
+        if claimed and offered is not None and peer.expires_at is not None:
+            spent = (_key(offered, peer, peer.expires_at),)
+        return Link(peer.them, peer.us, tuple(keys), claimed, spent)
+
+    async def claim(self, name: str, share: bytes) -> bool:
+        """The invitation of the "in" link ``name`` claimed with ``share``: the link's secret
+        is made from the two, once. False when it was claimed already (or is gone)."""
+        moment = now()
+        async with self.store.write() as conn:
+            claimed = await conn.execute(
+                update(peers)
+                .where(_is(name, Direction.IN))
+                .where(peers.c.state == LinkState.INVITED, peers.c.expires_at > moment)
+                .values(state=LinkState.LINKED, last_contact_at=moment)
+            )
+            if claimed.rowcount != 1:
+                return False
+            await _audit(conn, f"{name} claimed its invitation: the link is made")
+            # The offer is kept until it expires, only to tell a late copy it was claimed.
+            offered = self.secret(name, Direction.IN)
+            self.files.put(_secret_file(name, Direction.IN) + ".offered", offered.hex())
+            self.files.put(_secret_file(name, Direction.IN), link_secret(offered, share).hex())
+        return True
 
     async def contacted(self, name: str, direction: Direction, skew: float | None) -> None:
-        """A request on the link succeeded: it is claimed (if it was an invitation) and its
-        last contact and the clock skew measured are kept."""
+        """A request on the link succeeded: its last contact and the clock skew measured then
+        are kept."""
         async with self.store.write() as conn:
             await conn.execute(
                 update(peers)
                 .where(_is(name, direction))
-                .values(
-                    last_contact_at=now(),
-                    skew_seconds=skew,
-                    state=LinkState.LINKED,
-                    expires_at=None,
-                )
+                .values(last_contact_at=now(), skew_seconds=skew)
             )
 
     async def count_refusals(self, conn: AsyncConnection, name: str, counts: dict[str, int]):

@@ -1,5 +1,6 @@
 """The federation route the web process serves: every request passes ``checks.verify`` before
-its body is read as JSON; today the one action is ``status``.
+its body is read as JSON; then it may claim its link's invitation (``claim``) or, on a claimed
+link, ask this aegis's ``status``: the one action so far.
 
 A refusal is a 4xx with a sentence, audited at most once a minute per kind; it changes
 nothing else. The one 5xx is 503 while this side cannot check (starting, or Redis down for the
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from aiohttp import web
 
 from aegis.request_body import read_at_most
 from bot.errors import FederationError, PeerRefused, StoreError
-from federation.checks import MAX_BODY, Link, NonceStore, Request, verify
+from federation.checks import MAX_BODY, Checked, Link, NonceStore, Request, verify
 from federation.links import Direction, Peers
 from federation.nonces import RedisNonces
 from federation.refusals import RefusalLog
@@ -30,6 +32,8 @@ from federation.refusals import RefusalLog
 logger = logging.getLogger(__name__)
 PREFIX = "/federation/"
 STATUS_PATH = "/federation/v1/status"
+CLAIM_PATH = "/federation/v1/claim"
+SHARE = re.compile(r"[0-9a-f]{64}")
 FRESH_FOR = 5.0  # seconds a read of the links serves; `aegis peer` changes show within it
 CONTACT_EVERY = 10.0  # seconds between two writes of one link's last contact
 
@@ -64,19 +68,14 @@ class Federation:
         self._read_at = float("-inf")
 
     async def contacted(self, peer: str, skew: int, at: float) -> None:
-        """Keep the link's last contact and skew, at most every few seconds; a link still on
-        its invitation is claimed at once."""
-        link = self._links.get(peer)  # a read of the links since the check may have lost it
-        invited = link is not None and any(key.until is not None for key in link.keys[:1])
-        if not invited and at - self._contacts.get(peer, float("-inf")) < CONTACT_EVERY:
+        """Keep the link's last contact and skew, at most every few seconds."""
+        if at - self._contacts.get(peer, float("-inf")) < CONTACT_EVERY:
             return
         self._contacts[peer] = at
         try:
             await self.peers.contacted(peer, Direction.IN, float(skew))
         except StoreError as exc:
             logger.warning("the last contact of %s was not kept: %s", peer, exc)
-        if invited:
-            self.forget_links()
 
 
 @dataclass
@@ -132,18 +131,42 @@ async def answer(request: web.Request) -> web.Response:
         checked = await verify(
             incoming, links.get, federation.nonces, at, max_body=federation.max_body
         )
-        _ask(body)
+        return await _act(federation, request, checked, links.get(checked.peer), _ask(body))
     except PeerRefused as refused:
         await federation.refusals.record(refused, at)
         return _error(refused.status, refused.reason, str(refused))
     except (FederationError, StoreError) as exc:
         logger.warning("a peer's request could not be checked: %s", exc)
         return _error(503, "unavailable", "this aegis cannot check requests now; try again")
-    await federation.contacted(checked.peer, checked.skew, at)
-    if (request.method, request.path) != ("POST", STATUS_PATH):
-        return _error(404, "no_such_action", "this aegis answers POST /federation/v1/status only")
+
+
+async def _act(
+    federation: Federation, request: web.Request, checked: Checked, link: Link | None, ask: dict
+) -> web.Response:
+    """What a request that passed every check asks for: the claim of an invitation, which is
+    all an unclaimed link may ask, or ``status``."""
+    asked = (request.method, request.path)
+    if asked == ("POST", CLAIM_PATH):
+        return await _claim(federation, checked.peer, ask)
+    if link is None or not link.claimed:
+        raise PeerRefused(
+            403, "unclaimed", "this link's invitation is not claimed yet", peer=checked.peer
+        )
+    await federation.contacted(checked.peer, checked.skew, time.time())
+    if asked != ("POST", STATUS_PATH):
+        raise PeerRefused(404, "no_such_action", "this aegis answers POST /federation/v1/status")
     status = await federation.status()
     return web.json_response(status | {"time": time.time()})
+
+
+async def _claim(federation: Federation, peer: str, ask: dict) -> web.Response:
+    share = ask.get("share")
+    if not isinstance(share, str) or not SHARE.fullmatch(share):
+        raise PeerRefused(400, "bad_body", "a claim carries its share: 64 lowercase hex digits")
+    if not await federation.peers.claim(peer, bytes.fromhex(share)):
+        raise PeerRefused(409, "claimed", "this invitation was claimed already", peer=peer)
+    federation.forget_links()
+    return web.json_response({"claimed": True, "time": time.time()})
 
 
 def _ask(body: bytes) -> dict[str, Any]:

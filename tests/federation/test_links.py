@@ -16,7 +16,7 @@ from bot.errors import PeerLinkRefused
 from bot.store import migrate
 from bot.store.database import Store
 from bot.store.tables import audit_events
-from federation.invitations import read_invitation
+from federation.invitations import link_secret, read_invitation
 from federation.links import Direction, LinkState, Peers
 
 
@@ -121,16 +121,17 @@ async def test_an_existing_link_is_not_invited_over(vps, laptop):
         again.secret != invitation.secret
         and vps.secret("laptop", Direction.IN).hex() == again.secret
     )
-    await vps.contacted("laptop", Direction.IN, 0.5)  # the first request claims it
+    assert await vps.claim("laptop", b"s" * 32)
+    claimed = vps.secret("laptop", Direction.IN)
     with pytest.raises(PeerLinkRefused, match="calls us already"):
         await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")
-    assert vps.secret("laptop", Direction.IN).hex() == again.secret
+    assert vps.secret("laptop", Direction.IN) == claimed
 
 
 async def test_rotation_keeps_the_old_secret_for_the_overlap_and_now_ends_it(vps, laptop):
     first = await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")
     await laptop.add("vps", first)
-    await vps.contacted("laptop", Direction.IN, 0.0)
+    assert await vps.claim("laptop", b"s" * 32)
     rotation = await vps.rotate("laptop", url="http://127.0.0.1:9", overlap=timedelta(hours=24))
     current, previous = (await vps.links_in())["laptop"].keys
     assert current.until is None and previous.until == pytest.approx(time.time() + 86400, abs=5)
@@ -147,7 +148,7 @@ async def test_only_the_called_side_rotates_and_a_rotation_fits_only_its_link(vp
     with pytest.raises(PeerLinkRefused, match="secret is made by vps"):
         await laptop.rotate("vps", url="http://127.0.0.1:9", overlap=timedelta(0))
     other = await vps.invite("desktop", us="vps", url="http://127.0.0.1:9")
-    await vps.contacted("desktop", Direction.IN, 0.0)
+    assert await vps.claim("desktop", b"s" * 32)
     rotation = await vps.rotate("desktop", url="http://127.0.0.1:9", overlap=timedelta(0))
     with pytest.raises(PeerLinkRefused, match="not that link"):
         await laptop.add("vps", rotation)
@@ -185,3 +186,16 @@ async def test_a_peer_both_ways_is_two_links_of_one_name(vps, laptop):
     removed = await laptop.remove("vps", Direction.IN)
     assert removed.direction == Direction.IN and await laptop.links_in() == {}
     assert (await laptop.get("vps", Direction.OUT)) is not None
+
+
+async def test_an_invitation_is_claimed_once_and_the_link_secret_is_made_from_the_share(vps):
+    invitation = await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")
+    [before] = (await vps.links_in())["laptop"].keys
+    assert not (await vps.links_in())["laptop"].claimed
+    assert await vps.claim("laptop", b"a" * 32)
+    made = link_secret(bytes.fromhex(invitation.secret), b"a" * 32)
+    assert vps.secret("laptop", Direction.IN) == made != bytes.fromhex(invitation.secret)
+    link = (await vps.links_in())["laptop"]
+    assert link.claimed and [key.until for key in link.keys] == [None] and before.until
+    assert not await vps.claim("laptop", b"b" * 32)  # once
+    assert vps.secret("laptop", Direction.IN) == made

@@ -4,13 +4,17 @@ headers and bodies never gets a 5xx."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
 from bot.store.tables import audit_events
+from federation.invitations import link_secret
 from federation.links import Direction
+from federation.server import CLAIM_PATH
 from tests.helpers.federation_route import federation_route, start_of_a_second
 from tests.helpers.signature_cases import CASES, World, signed
 
@@ -39,6 +43,7 @@ async def test_every_case_ends_over_http_as_in_the_table(route):
 async def test_refusals_are_audited_once_a_minute_per_kind_and_counted_on_the_link(route):
     world = World(start_of_a_second())
     await route.use(world)
+    before = await route.peers.get("laptop", Direction.IN)
     for _ in range(5):
         assert (await route.send(signed(world, ts_offset=-900)))[0] == 401
     async with route.peers.store.read() as conn:
@@ -47,7 +52,7 @@ async def test_refusals_are_audited_once_a_minute_per_kind_and_counted_on_the_li
     assert len(refused) == 1 and "900 s behind" in refused[0]
     link = await route.peers.get("laptop", Direction.IN)
     assert link.refusals == {"clock_skew": 1}  # the other four wait for the next row
-    assert link.last_contact_at is None and link.state == "invited"  # nothing else changed
+    assert (link.last_contact_at, link.skew_seconds) == (before.last_contact_at, None)
     no_nonce = signed(world).with_header("X-Aegis-Nonce", None)
     assert (await route.send(no_nonce))[0] == 400
     async with route.peers.store.read() as conn:
@@ -55,14 +60,41 @@ async def test_refusals_are_audited_once_a_minute_per_kind_and_counted_on_the_li
     assert sum("refused" in row for row in rows) == 2  # another kind, its own row
 
 
-async def test_a_first_valid_request_claims_the_invitation_and_is_kept_as_contact(route):
+async def test_a_valid_request_is_kept_as_contact(route):
     world = World(start_of_a_second())
     await route.use(world)
-    assert (await route.peers.get("laptop", Direction.IN)).state == "invited"
     assert (await route.send(signed(world, ts_offset=-7)))[0] == 200
     link = await route.peers.get("laptop", Direction.IN)
-    assert link.state == "linked" and link.expires_at is None
     assert link.last_contact_at is not None and link.skew_seconds in (-7.0, -8.0)
+
+
+async def test_an_unclaimed_link_may_only_claim_and_only_once(route):
+    invitation = await route.peers.invite("desktop", us="vps", url="http://127.0.0.1:1")
+    offered = bytes.fromhex(invitation.secret)
+    world = World(start_of_a_second())
+
+    def claim(share: bytes):
+        body = json.dumps({"share": share.hex()}).encode()
+        return signed(world, sender="desktop", secret=offered, path_qs=CLAIM_PATH, body=body)
+
+    status, answer = await route.send(signed(world, sender="desktop", secret=offered))
+    assert (status, answer["refused"]) == (403, "unclaimed")
+    assert (await route.send(claim(b"x")))[0] == 400  # a share is 32 bytes
+    assert (await route.send(claim(b"a" * 32)))[0] == 200
+    route.federation.forget_links()
+    status, answer = await route.send(claim(b"b" * 32))
+    assert (status, answer["refused"]) == (409, "claimed")  # the offer is spent
+    made = link_secret(offered, b"a" * 32)
+    again = signed(
+        world,
+        sender="desktop",
+        secret=made,
+        path_qs=CLAIM_PATH,
+        body=b'{"share":"' + b"c" * 64 + b'"}',
+    )
+    status, answer = await route.send(again)
+    assert (status, answer["refused"]) == (409, "claimed")
+    assert (await route.send(signed(world, sender="desktop", secret=made)))[0] == 200
 
 
 HEADER_NAMES = st.sampled_from(

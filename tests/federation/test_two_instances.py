@@ -49,7 +49,7 @@ async def _linked(vps, laptop):
     stack, vps_peers = vps
     laptop_peers, client = laptop
     invitation = await vps_peers.invite("laptop", us="vps", url=stack.settings.web_url)
-    await laptop_peers.add("home", invitation)
+    await client.link("home", invitation)
     return stack, vps_peers, laptop_peers, client
 
 

@@ -55,7 +55,12 @@ async def test_laptop_links_to_a_running_vps_and_asks_its_status(tmp_path):
         assert "laptop: they call us" in listed and "last contact never" not in listed
         assert "invitation open" not in listed  # claimed by the first request
         again = run_aegis(["peer", "add", "vps2", invited.stdout.strip()], tmp_path, **laptop)
-        assert again.returncode == 1 and "used already" in again.stderr
+        assert again.returncode == 1 and "used already" in again.stderr  # here
+        elsewhere = {**laptop, "AEGIS_DATA_DIR": str(tmp_path / "copy")}
+        copied = run_aegis(["peer", "add", "vps", invited.stdout.strip()], tmp_path, **elsewhere)
+        assert copied.returncode == 1 and "claimed already" in copied.stderr  # and at vps
+        removed = run_aegis(["peer", "remove", "vps"], tmp_path, **laptop)
+        assert removed.returncode == 0 and "Removed the link vps" in removed.stdout
     finally:
         web.terminate()
         web.wait(timeout=20)

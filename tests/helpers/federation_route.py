@@ -64,6 +64,7 @@ async def federation_route(data_dir: Path, redis_url: str, namespace: str) -> As
     await migrate.upgrade(store)
     peers = Peers(store, SecretFiles(data_dir))
     await peers.invite(CALLER, us=CALLEE, url="http://127.0.0.1:1")
+    await peers.claim(CALLER, b"\x00" * 32)  # claimed; ``Route.use`` sets its secret
 
     async def status() -> dict:
         return {"instance": CALLEE, "ok": True}
