@@ -1,8 +1,9 @@
 """Peer links as rows, and their secrets as files of mode 0600 in the data dir.
 
-A link goes one way. The called side (B) makes it: ``invite`` writes an "in" row and a fresh
-secret and returns the invitation; the calling side (A) ``add``s that invitation as an "out"
-row. B never calls A on it: A must invite B in turn for that. Only B makes secrets, so only B
+A link goes one way. The called side (B) makes it: ``invite`` writes an "in" row and the
+secret it offers and returns the invitation; the calling side (A) claims it (``claim`` here on
+B, through federation/client.py) and ``add``s it as an "out" row with the secret the claim
+made. B never calls A on it: A must invite B in turn for that. Only B makes secrets, so only B
 rotates them: its old secret stays good for an overlap while A adds the new invitation.
 """
 
@@ -208,8 +209,13 @@ class Peers:
             existing = await _row(conn, name, Direction.IN)
             if existing is None:
                 raise PeerLinkRefused(await _no_link_in(conn, name))
+            if existing.state == LinkState.INVITED:
+                raise PeerLinkRefused(
+                    f"{name} has not claimed its invitation yet: `aegis peer invite {name}` "
+                    "makes a new one. Nothing was changed"
+                )
             invitation = _invitation(existing.us, name, url, moment, rotation=True)
-            keep = overlap > timedelta(0) and existing.state == LinkState.LINKED
+            keep = overlap > timedelta(0)
             await conn.execute(
                 update(peers)
                 .where(_is(name, Direction.IN))

@@ -64,6 +64,7 @@ async def test_an_invitation_makes_a_link_one_way(vps, laptop):
 async def test_secrets_are_files_of_mode_0600_and_never_in_the_audit(vps, laptop, tmp_path):
     invitation = await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")
     await laptop.add("vps", invitation)
+    assert await vps.claim("laptop", b"s" * 32)
     await vps.rotate("laptop", url="http://127.0.0.1:9", overlap=timedelta(hours=1))
     for side in ("vps", "laptop"):
         for path in (tmp_path / side / "secrets").iterdir():
@@ -199,3 +200,9 @@ async def test_an_invitation_is_claimed_once_and_the_link_secret_is_made_from_th
     assert link.claimed and [key.until for key in link.keys] == [None] and before.until
     assert not await vps.claim("laptop", b"b" * 32)  # once
     assert vps.secret("laptop", Direction.IN) == made
+
+
+async def test_an_unclaimed_link_is_invited_again_not_rotated(vps):
+    await vps.invite("laptop", us="vps", url="http://127.0.0.1:9")
+    with pytest.raises(PeerLinkRefused, match="not claimed its invitation yet"):
+        await vps.rotate("laptop", url="http://127.0.0.1:9", overlap=timedelta(0))
