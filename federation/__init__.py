@@ -9,6 +9,5 @@
 - ``server.py``: the route the web process serves; ``client.py``: asking a peer
 
 Built so far: links, the signed request, the claim of an invitation and one action,
-``status``. Deploys, runs and
-messages across peers are not built yet.
+``status``. Deploys, runs and messages across peers are not built yet.
 """
