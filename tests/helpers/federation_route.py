@@ -23,7 +23,15 @@ from bot.store.database import Store
 from bot.store.tables import peers as peer_rows
 from federation import server
 from federation.links import Peers
-from tests.helpers.signature_cases import CALLEE, CALLER, OLD_SECRET, SECRET, Sent, World
+from tests.helpers.signature_cases import (
+    CALLEE,
+    CALLER,
+    OFFERED,
+    OLD_SECRET,
+    SECRET,
+    Sent,
+    World,
+)
 
 
 @dataclass
@@ -49,12 +57,18 @@ class Route:
         files = self.peers.files
         files.put(f"peer-in-{CALLER}", SECRET.hex())
         files.path(f"peer-in-{CALLER}.previous").unlink(missing_ok=True)
-        until = None
+        until = offer_until = None
         if world.old_until is not None:
             files.put(f"peer-in-{CALLER}.previous", OLD_SECRET.hex())
             until = datetime.fromtimestamp(world.old_until, UTC)
+        files.path(f"peer-in-{CALLER}.offered").unlink(missing_ok=True)
+        if world.offer_until is not None:
+            files.put(f"peer-in-{CALLER}.offered", OFFERED.hex())
+            offer_until = datetime.fromtimestamp(world.offer_until, UTC)
         async with self.peers.store.write() as conn:
-            await conn.execute(update(peer_rows).values(previous_until=until))
+            await conn.execute(
+                update(peer_rows).values(previous_until=until, expires_at=offer_until)
+            )
         self.federation.forget_links()
 
 

@@ -18,6 +18,7 @@ from federation.signing import NONCE, PEER, SIGNATURE, TIMESTAMP, Signer, direct
 CALLER, CALLEE = "laptop", "vps"
 SECRET = hashlib.sha256(b"the link's secret").digest()
 OLD_SECRET = hashlib.sha256(b"the link's secret before the rotation").digest()
+OFFERED = hashlib.sha256(b"the secret the link's invitation offered").digest()
 PATH = "/federation/v1/status"
 BODY = b"{}"
 NONCES = iter(f"feed{n:028x}" for n in range(1, 10**9))
@@ -25,16 +26,21 @@ NONCES = iter(f"feed{n:028x}" for n in range(1, 10**9))
 
 @dataclass(frozen=True)
 class World:
-    """The moment the case runs at, and until when the old secret is good (None: never)."""
+    """The moment the case runs at, until when the old secret is good (None: never), and
+    until when the claimed invitation's offer is remembered (None: forgotten)."""
 
     now: int
     old_until: float | None = None
+    offer_until: float | None = None
 
     def links(self) -> dict[str, Link]:
         keys = [LinkKey(direction_key(SECRET, CALLER, CALLEE))]
         if self.old_until is not None:
             keys.append(LinkKey(direction_key(OLD_SECRET, CALLER, CALLEE), self.old_until))
-        return {CALLER: Link(CALLER, CALLEE, tuple(keys))}
+        spent = ()
+        if self.offer_until is not None:
+            spent = (LinkKey(direction_key(OFFERED, CALLER, CALLEE), self.offer_until),)
+        return {CALLER: Link(CALLER, CALLEE, tuple(keys), True, spent)}
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,20 @@ CASES: list[Case] = [
         "bad_signature",
         lambda w: [signed(w, secret=OLD_SECRET)],
         lambda now: World(now, now - 1),
+    ),
+    Case(
+        "a copy of the claimed invitation",
+        409,
+        "claimed",
+        lambda w: [signed(w, secret=OFFERED)],
+        lambda now: World(now, offer_until=now + 300),
+    ),
+    Case(
+        "a copy of the claimed invitation, after it expired",
+        401,
+        "bad_signature",
+        lambda w: [signed(w, secret=OFFERED)],
+        lambda now: World(now, offer_until=now - 1),
     ),
     Case("2 MiB body", 413, "too_large", lambda w: [signed(w, body=b"x" * 2 * 2**20)]),
     *_header_cases(),
