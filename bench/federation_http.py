@@ -50,7 +50,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-async def serve(port: int, data_dir: Path, redis_url: str) -> None:
+async def serve(port: int, data_dir: Path, redis_url: str, namespace: str) -> None:
     """The server process: both routes, until killed. Prints the link's secret on stdout."""
     import redis.asyncio
     from aiohttp import web
@@ -79,13 +79,24 @@ async def serve(port: int, data_dir: Path, redis_url: str) -> None:
     served = server.mount(app)
     app.router.add_post(BARE, bare)
     client = redis.asyncio.Redis.from_url(redis_url)
-    async with server.serving(peers, client, f"bench-{secrets.token_hex(4)}", status) as fed:
+    async with server.serving(peers, client, namespace, status) as fed:
         served.federation = fed
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", port).start()
         print(secret.hex(), flush=True)
         await asyncio.Event().wait()
+
+
+def forget_nonces(redis_url: str, namespace: str) -> None:
+    """The server's nonces, which would otherwise stay in Redis for their ten minutes."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(f"{namespace}:*", count=1000))
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start : start + 1000])
+    client.close()
 
 
 def requests_for(secret: bytes, count: int) -> list[tuple[str, dict, bytes]]:
@@ -160,15 +171,20 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/9")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--namespace", default=f"bench-{secrets.token_hex(4)}", help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.serve:
         with pinned_to(args.server_cpu):
-            asyncio.run(serve(args.serve, args.data_dir, args.redis_url))
+            asyncio.run(serve(args.serve, args.data_dir, args.redis_url, args.namespace))
         return
     port = free_port()
     with tempfile.TemporaryDirectory() as data_dir, contextlib.ExitStack() as stack:
         command = [sys.executable, __file__, "--serve", str(port), "--data-dir", data_dir]
         command += ["--server-cpu", str(args.server_cpu), "--redis-url", args.redis_url]
+        command += ["--namespace", args.namespace]
+        stack.callback(forget_nonces, args.redis_url, args.namespace)
         server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ)
         stack.callback(server.wait, 10)
         stack.callback(server.terminate)
