@@ -6,10 +6,9 @@ import argparse
 import asyncio
 import os
 import sys
-from importlib import metadata
 from pathlib import Path
 
-from aegis import backup
+from aegis import aegis_version, backup, peer
 from bot.config.settings import Settings, load_settings
 from bot.errors import AegisError, AlreadyRunning, ConfigError
 
@@ -72,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aegis", description=DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--version", action="version", version=f"aegis {_version()}")
+    parser.add_argument("--version", action="version", version=f"aegis {aegis_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (summary, details) in COMMANDS.items():
         command = commands.add_parser(name, help=summary, description=details)
@@ -101,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("--rotate", action="store_true", help="replace an existing secret")
     backup.add_parser(commands)
+    peer.add_parser(commands)
     agent = commands.add_parser(
         "agent", help="agents' MCP tokens", description="Commands about agents."
     )
@@ -162,13 +162,6 @@ def _add_service(commands) -> None:
     install.add_argument(
         "--memory", help="the host's memory to size the caps by, e.g. 2G (default: /proc/meminfo)"
     )
-
-
-def _version() -> str:
-    try:
-        return metadata.version("aegis")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "(not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,6 +234,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return run_install(request, settings, sys.stdout)
     if args.command == "backup":
         return backup.run_backup(args, settings)
+    if args.command == "peer":
+        return peer.run_peer(args, settings)
     if args.command == "agent":
         from aegis.agent_token import print_agent_token
 

@@ -17,6 +17,7 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from aegis import instance
 from aegis.botapi.endpoint import make_bot
+from aegis.doctor_peers import peer_findings
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from aegis.service.check import installed_units
 from bot.agents.profiles import AgentProfile
@@ -42,13 +43,15 @@ class Finding:
 async def diagnose(settings: Settings) -> list[Finding]:
     findings = [_data_dir(settings), _bind(settings), _ports(settings)]
     findings += _telegram_settings(settings)
-    findings.append(await _database(settings))
+    findings.append(database := await _database(settings))
     findings.append(_redis(settings))
     if settings.telegram_token is not None:
         findings.append(await _telegram(settings))
     findings.append(_totp(settings))
     findings.extend(_config_file(settings))
     findings += [Finding(ok, text) for ok, text in installed_units(settings)]
+    if database.ok and "to apply" not in database.text:
+        findings += await peer_findings(settings, Finding)
     return findings
 
 

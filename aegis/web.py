@@ -17,9 +17,11 @@ from dramatiq.brokers.redis import RedisBroker
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 
+from aegis import aegis_version
 from aegis.botapi.endpoint import EMULATOR_PREFIX, bot_token, emulator_key, make_bot, owner_chats
 from aegis.mcp.listener import MCP_PATH, Listener, listening
 from aegis.metrics import metrics_response, metrics_token
+from aegis.request_body import read_at_most
 from aegis.runtime import make_queue_depths, open_store
 from bot.actions.held_calls import HeldCalls
 from bot.chat.owners import Owners
@@ -33,16 +35,20 @@ from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.upkeep.job_runs import JobRunRecord, JobRunStatus
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
+from federation import server as federation_server
+from federation.links import Peers
 from handlers.application import BOT_COMMANDS, build_application
 from handlers.intake import Intake
 from handlers.services import Services
 from jobs.enqueue import make_enqueue
+from jobs.redis_client import loop_client
 
 logger = logging.getLogger(__name__)
 WEBHOOK_PATH = "/telegram/webhook"
 EMULATOR_UPLOAD_BYTES = 50 * 2**20
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 (a header name)
 WATCHDOG_EVERY = 60.0  # seconds between the watchdog's passes
+NONCE_CONNECTIONS = 32  # Redis connections peers' requests share for their nonces
 
 
 @dataclass
@@ -85,6 +91,7 @@ def create_web_app(
     app.router.add_get("/healthz", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/", index)
+    federation_server.mount(app)
     if settings.uses_emulator:
         state = emulator_state or EmulatorState()
         app[EMULATOR] = state
@@ -118,6 +125,9 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
     ]
     async with contextlib.AsyncExitStack() as stack:
         context.mcp = await _start_mcp(stack, settings, services)
+        app[federation_server.SERVED].federation = await stack.enter_async_context(
+            serving_peers(context, store)
+        )
         yield
         stop.set()
         await _finish(tasks + list(context.background))
@@ -166,6 +176,33 @@ def _services(settings: Settings, store, context: WebContext) -> Services:
         broker_description=context.broker_description,
         totp_secret=lambda: files.get("totp"),
     )
+
+
+@contextlib.asynccontextmanager
+async def serving_peers(context: WebContext, store) -> AsyncIterator[federation_server.Federation]:
+    """The federation route's checks and its one action, ``status``: this aegis's health,
+    version and queue depths, as a peer may ask for them."""
+    settings = context.settings
+    depths = make_queue_depths(context.broker)
+
+    async def status() -> dict:
+        try:
+            queues = await depths()
+        except BrokerError:
+            queues = None
+        database = await _database_ok(context)
+        return {
+            "instance": settings.peer_name,
+            "version": aegis_version(),
+            "ok": database,
+            "database": database,
+            "queues": queues,
+        }
+
+    peers = Peers(store, SecretFiles(settings.data_dir))
+    client = loop_client(waiting_beyond=NONCE_CONNECTIONS)
+    async with federation_server.serving(peers, client, context.broker.namespace, status) as fed:
+        yield fed
 
 
 def bot_id(bot: Bot) -> int:
@@ -248,7 +285,7 @@ async def telegram_webhook(request: web.Request) -> web.Response:
         given.encode(), context.webhook_secret.encode()
     ):
         return web.json_response({"error": "forbidden"}, status=403)
-    body = await _read_at_most(request, context.settings.webhook_max_bytes)
+    body = await read_at_most(request, context.settings.webhook_max_bytes)
     if body is None:
         return web.json_response({"error": "body too large"}, status=413)
     try:
@@ -272,19 +309,6 @@ def _parsed(body: bytes):
         return json.loads(body.decode("utf-8"))
     except RecursionError:
         raise TransportError("nested too deeply") from None
-
-
-async def _read_at_most(request: web.Request, limit: int) -> bytes | None:
-    """The body, or None as soon as it is known to be over ``limit`` (never read in full)."""
-    if request.content_length is not None and request.content_length > limit:
-        return None
-    chunks, size = [], 0
-    async for chunk in request.content.iter_chunked(64 * 1024):
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 async def health(request: web.Request) -> web.Response:

@@ -215,6 +215,28 @@ class FederationError(AegisError):
     """Raised when a peer's request is refused or a request to a peer cannot be made."""
 
 
+class PeerRefused(FederationError):
+    """Raised when a request fails a check, a peer's here or ours there; ``status`` is the HTTP
+    answer (4xx only), ``reason`` a short code counted per peer, and the message a sentence
+    safe to send back: it never holds a secret, a signature or a header's value."""
+
+    def __init__(self, status: int, reason: str, message: str, *, peer: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.peer = peer
+
+
+class PeerLinkRefused(FederationError, ValueError):
+    """Raised when a link cannot be made or changed as asked (an expired or reused invitation,
+    an unknown peer, a bad name); nothing was changed and the message says why."""
+
+
+class PeerUnreachable(FederationError):
+    """Raised when a peer could not be asked or did not answer (refused connection, timeout,
+    a 5xx), after the client's retries."""
+
+
 # -- operations ------------------------------------------------------------------------------
 
 

@@ -1,4 +1,13 @@
 """Federation between aegis instances over signed requests (see design.md, Wire formats).
 
-Nothing is built here yet.
+- ``signing.py``: the canonical string, direction keys and the four headers (pure)
+- ``headers.py``: those headers parsed strictly (pure)
+- ``checks.py``: a peer's request checked in the design's order (pure, the nonce store aside)
+- ``invitations.py``: the one-time invitation, and the link's secret its claim makes (pure)
+- ``links.py``: peer links as rows, their secrets as 0600 files
+- ``nonces.py``: the nonces in Redis; ``refusals.py``: refusals audited, rate-limited
+- ``server.py``: the route the web process serves; ``client.py``: asking a peer
+
+Built so far: links, the signed request, the claim of an invitation and one action,
+``status``. Deploys, runs and messages across peers are not built yet.
 """

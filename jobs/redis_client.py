@@ -24,12 +24,22 @@ def broker_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, retry=Retry(_backoff(), 2), **_OPTIONS)
 
 
-def loop_client() -> redis.asyncio.Redis:
+def loop_client(*, waiting_beyond: int | None = None) -> redis.asyncio.Redis:
     """A client of the broker's Redis for the calling event loop, for work that would otherwise
-    hop to a thread for each command; the caller closes it (``aclose``)."""
+    hop to a thread for each command; the caller closes it (``aclose``).
+
+    With ``waiting_beyond``, a command finding that many connections busy waits for one (up
+    to the socket timeout) instead of failing: redis-py's own pool raises "Too many
+    connections" past 100, which a burst of requests served at once reaches."""
     if _url is None:
         raise RuntimeError("jobs.broker.configure_broker() must run first")
-    return redis.asyncio.Redis.from_url(_url, retry=AsyncRetry(_backoff(), 2), **_OPTIONS)
+    retry = AsyncRetry(_backoff(), 2)
+    if waiting_beyond is None:
+        return redis.asyncio.Redis.from_url(_url, retry=retry, **_OPTIONS)
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        _url, max_connections=waiting_beyond, timeout=_OPTIONS["socket_timeout"], **_OPTIONS
+    )
+    return redis.asyncio.Redis(connection_pool=pool, retry=retry)
 
 
 def _backoff() -> ExponentialBackoff:

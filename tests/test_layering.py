@@ -4,6 +4,8 @@
   aiohttp, dramatiq, mcp or prometheus_client (nor handlers, jobs, aegis, emulator), the way
   no module of PTB's ``telegram/`` imports ``telegram.ext``; checked in the source and by
   importing every module.
+- Federation's signing and checks are core too: pure functions that import no adapter, so the
+  benchmark and the fuzzer run them bare and a web framework can never reach into them.
 - ``jobs/`` imports nothing from ``handlers/``: the worker is not the Telegram adapter.
 - No module-level import cycle anywhere in the project.
 - ``bot/__init__.py`` is the map: it names every subpackage of ``bot/``.
@@ -19,6 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGES = ("bot", "policies", "handlers", "jobs", "aegis", "emulator", "federation")
 CORE_PACKAGES = ("bot", "policies")
+CORE_MODULES = tuple(
+    ROOT / "federation" / f"{name}.py" for name in ("signing", "headers", "checks", "invitations")
+)
 ADAPTER_PACKAGES = (
     "telegram",
     "aiohttp",
@@ -134,6 +139,26 @@ def test_importing_the_whole_core_loads_no_adapter():
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {ADAPTER_PACKAGES!r}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_federation_signing_and_checks_import_no_adapter_nor_redis():
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in CORE_MODULES
+        for name in imported_modules(path)
+        if name.split(".")[0] in (*ADAPTER_PACKAGES, "redis", "sqlalchemy")
+    ]
+    assert offenders == []
+    code = (
+        "import importlib, sys\n"
+        f"for path in {[str(path) for path in CORE_MODULES]!r}:\n"
+        "    importlib.import_module('federation.' + path.rsplit('/', 1)[1][:-3])\n"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {ADAPTER_PACKAGES!r}))\n"
     )
     result = subprocess.run(

@@ -36,6 +36,8 @@ class AuditEvent(enum.StrEnum):
     CODE_REFUSED = "code_refused"  # a step-up code was wrong, replayed or locked out
     TAP_REFUSED = "tap_refused"  # a tap with bad callback data or on a missing card
     NOTE = "note"  # the owner replied to a card: kept for the agent
+    PEER_REFUSED = "peer_refused"  # requests from a peer failed a check (federation/refusals.py)
+    PEER_CHANGED = "peer_changed"  # a link with a peer was made, rotated or removed
 
 
 @dataclass(frozen=True)

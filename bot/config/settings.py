@@ -6,6 +6,8 @@ The names are fixed by the design (``AEGIS_*``). Nothing else in aegis reads ``o
 from __future__ import annotations
 
 import ipaddress
+import re
+import socket
 from pathlib import Path
 from typing import Annotated
 from zoneinfo import ZoneInfo
@@ -169,6 +171,17 @@ class Settings(BaseSettings):
         Path("aegis.yaml"),
         description="Behaviour as data: your tools and agents. A missing file is fine.",
     )
+    peer_name: str = Field(
+        default_factory=lambda: _host_name(),
+        pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
+        description="This aegis's name in its links with other instances (federation); "
+        "default: this machine's host name, lowercased.",
+    )
+    peer_url: str | None = Field(
+        None,
+        description="The address other aegis instances reach this one at, as invitations "
+        "name it; default: AEGIS_PUBLIC_URL, else the web server's own address.",
+    )
     log_level: str = Field("INFO", description="Python logging level.")
     unit_dir: Path = Field(
         Path("/etc/systemd/system"),
@@ -205,7 +218,7 @@ class Settings(BaseSettings):
             raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return value.upper()
 
-    @field_validator("transcribe_url")
+    @field_validator("transcribe_url", "peer_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
@@ -241,6 +254,11 @@ class Settings(BaseSettings):
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
+    @property
+    def peer_address(self) -> str:
+        """Where peers reach this aegis: the root of its web server."""
+        return (self.peer_url or self.public_url or self.web_url).rstrip("/")
+
     def check_bind(self) -> None:
         """Refuse to listen beyond loopback unless the operator asked for it explicitly."""
         if is_loopback(self.host) or self.allow_public_bind:
@@ -260,6 +278,12 @@ class Settings(BaseSettings):
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         return self.data_dir
+
+
+def _host_name() -> str:
+    """The host name as a peer name: lowercase, anything else than letters and digits a '-'."""
+    name = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().split(".")[0].lower()).strip("-")
+    return name[:63] or "aegis"
 
 
 def is_loopback(host: str) -> bool:

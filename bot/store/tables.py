@@ -537,3 +537,27 @@ topics = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     UniqueConstraint("chat_id", "thread_id", name="uq_topics_thread"),
 )
+
+# Links with other aegis instances (federation/links.py): ``direction`` is "out" (we call them,
+# at ``url``) or "in" (they call us); a peer both ways is two rows of one name. ``us`` and
+# ``them`` are the two names the link's signatures carry. An "in" link is "invited" until its
+# first signed request, and dies unclaimed at ``expires_at``. The secrets are files in the data
+# dir, never here. ``refusals`` counts refused requests by reason; ``skew_seconds`` is their
+# clock minus ours at the last contact.
+peers = Table(
+    "peers",
+    metadata,
+    Column("name", String(63), primary_key=True),
+    Column("direction", String(3), primary_key=True),
+    Column("url", String(500)),
+    Column("us", String(63), nullable=False),
+    Column("them", String(63), nullable=False),
+    Column("state", String(8), nullable=False),
+    Column("invitation", String(32), nullable=False, unique=True),
+    Column("expires_at", UTCDateTime()),
+    Column("previous_until", UTCDateTime()),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("last_contact_at", UTCDateTime()),
+    Column("skew_seconds", Float),
+    Column("refusals", JSON, nullable=False),
+)

@@ -192,6 +192,13 @@ COMMANDS = (
         "watch a demo agent ask before it writes, and ask for a code before it deletes",
     ),
     Command(
+        "peers",
+        "Links with other aegis instances",
+        MACHINE,
+        "each link with another aegis: which way it goes, its last contact, the clock skew "
+        "and the requests refused",
+    ),
+    Command(
         "ping",
         "Round trip through a worker",
         MACHINE,

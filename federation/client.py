@@ -1,0 +1,135 @@
+"""Asking a peer: a signed request over aiohttp, tried again (tenacity) when the peer could not
+be reached or answered 5xx, never when it refused.
+
+Each try is signed anew, with a fresh nonce and timestamp: the peer refuses a nonce it has seen
+(409), and a try that did arrive before its answer was lost must not be taken for a replay.
+Every try has its own hard ceiling (``timeout``), so a stuck peer cannot hold the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+import aiohttp
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+from yarl import URL
+
+from bot.errors import PeerLinkRefused, PeerRefused, PeerUnreachable
+from federation.invitations import Invitation, link_secret
+from federation.links import Direction, Peer, Peers
+from federation.server import CLAIM_PATH, STATUS_PATH
+from federation.signing import Signer
+
+LONGEST_ANSWER = 1_048_576
+
+
+class PeerClient:
+    def __init__(
+        self, peers: Peers, session: aiohttp.ClientSession, *, tries: int = 3, timeout=10.0
+    ) -> None:
+        self.peers = peers
+        self.session = session
+        self.tries = tries
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+
+    async def status(self, name: str) -> dict[str, Any]:
+        """The peer's health, version and queue depths."""
+        return await self.ask(name, "POST", STATUS_PATH, {})
+
+    async def link(self, name: str, invitation: Invitation) -> Peer:
+        """Make the link ``invitation`` offers, stored as ``name``: claimed at the inviting
+        side first (one try: a claim is good once), then stored with the secret the claim
+        made. A rotation's invitation carries its secret and is stored as it is."""
+        await self.peers.check_new(name, invitation)
+        if invitation.rotation:
+            return await self.peers.add(name, invitation)
+        offered = bytes.fromhex(invitation.secret)
+        signer = Signer.for_link(offered, invitation.caller, invitation.callee)
+        share = secrets.token_bytes(32)
+        body = json.dumps({"share": share.hex()}).encode()
+        try:
+            await self._send(name, invitation.url, signer, "POST", CLAIM_PATH, body)
+        except PeerRefused as refused:
+            if refused.reason != "claimed":
+                raise
+            raise PeerLinkRefused(
+                f"{invitation.callee} says this invitation was claimed already. If the answer "
+                "to an earlier `aegis peer add` of yours was lost, ask for a new invitation; if "
+                f"not, someone else used a copy of it: `aegis peer remove {invitation.caller}` "
+                f"on {invitation.callee} ends their link. Nothing was stored"
+            ) from refused
+        secret = link_secret(offered, share).hex()
+        return await self.peers.add(name, invitation, secret=secret)
+
+    async def ask(self, name: str, method: str, path: str, payload: dict) -> dict[str, Any]:
+        peer = await self.peers.get(name, Direction.OUT)
+        if peer is None:
+            raise PeerLinkRefused(f"there is no link called {name} on which we call the peer")
+        signer = Signer.for_link(self.peers.secret(name, Direction.OUT), peer.us, peer.them)
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.tries),
+            wait=wait_exponential(multiplier=0.2, max=2),
+            retry=retry_if_exception_type(PeerUnreachable),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                sent = time.time()
+                answer = await self._send(name, peer.url, signer, method, path, body)
+        await self.peers.contacted(name, Direction.OUT, _skew(answer, sent, time.time()))
+        return answer
+
+    async def _send(
+        self, name: str, base: str, signer: Signer, method: str, path: str, body: bytes
+    ) -> dict[str, Any]:
+        url = URL(base.rstrip("/") + path, encoded=True)
+        headers = signer.headers(method, url.raw_path_qs, body, ts=int(time.time()))
+        headers["Content-Type"] = "application/json"
+        try:
+            async with self.session.request(
+                method, url, data=body, headers=headers, timeout=self.timeout
+            ) as response:
+                raw = await response.content.read(LONGEST_ANSWER)
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise PeerUnreachable(
+                f"{name} at {base} could not be reached ({type(exc).__name__})"
+            ) from exc
+        answer = _json(raw)
+        if status >= 500:
+            raise PeerUnreachable(f"{name} answered {status}: {_said(answer)}")
+        if status >= 400:
+            reason = str(answer.get("refused", "refused"))[:40]
+            message = f"{name} refused the request ({status}): {_said(answer)}"
+            raise PeerRefused(status, reason, message, peer=name)
+        return answer
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        answer = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def _said(answer: dict[str, Any]) -> str:
+    error = answer.get("error")
+    return str(error)[:300] if error else "no reason given"
+
+
+def _skew(answer: dict[str, Any], sent: float, received: float) -> float | None:
+    """Their clock minus ours, against the middle of the round trip."""
+    their = answer.get("time")
+    if not isinstance(their, int | float):
+        return None
+    return round(float(their) - (sent + received) / 2, 3)
