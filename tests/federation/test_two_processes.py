@@ -10,6 +10,7 @@ import sys
 
 import aiohttp
 
+from aegis.embedded_redis import EmbeddedRedis
 from federation.invitations import read_invitation
 from tests.helpers.cli import aegis_environment, run_aegis
 from tests.helpers.stack import eventually, free_port
@@ -64,6 +65,7 @@ async def test_laptop_links_to_a_running_vps_and_asks_its_status(tmp_path):
     finally:
         web.terminate()
         web.wait(timeout=20)
+        EmbeddedRedis(tmp_path / "vps").stop()  # a daemon of its own: not stopped with the web
     secret = read_invitation(invited.stdout).secret
     for text in (log.read_text(), invited.stderr, added.stdout, added.stderr, listed):
         assert secret not in text and invited.stdout.strip() not in text
