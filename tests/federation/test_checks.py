@@ -4,22 +4,11 @@ the nonces in a real Redis; and the order the design fixes."""
 from __future__ import annotations
 
 import pytest
-import redis.asyncio
 
 from bot.errors import PeerRefused
 from federation.checks import NONCE_TTL, check, verify
-from federation.nonces import RedisNonces
 from federation.signing import canonical, direction_key
 from tests.helpers.signature_cases import CASES, NOW, SECRET, World, signed
-
-
-@pytest.fixture
-async def nonces(redis_server_url: str, redis_namespace: str):
-    client = redis.asyncio.Redis.from_url(redis_server_url)
-    try:
-        yield RedisNonces(client, redis_namespace)
-    finally:
-        await client.aclose()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

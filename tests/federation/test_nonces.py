@@ -6,21 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 import redis.asyncio
 
 from bot.errors import FederationError
 from federation.nonces import RedisNonces
 from tests.helpers.stack import free_port
-
-
-@pytest.fixture
-async def nonces(redis_server_url: str, redis_namespace: str):
-    client = redis.asyncio.Redis.from_url(redis_server_url)
-    try:
-        yield RedisNonces(client, redis_namespace)
-    finally:
-        await client.aclose()
 
 
 async def test_claims_at_once_each_nonce_new_once_and_its_ttl_kept(nonces, redis_namespace):
