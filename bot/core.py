@@ -35,6 +35,7 @@ from bot.tasks.notes import Notes
 from bot.tasks.task import Task
 from bot.tasks.tasks import Tasks
 from bot.tasks.triage import RuleTriager, Triage
+from bot.timeutil import show_times_in
 from bot.tools.toolbox import platform_explainers, platform_functions, platform_vetters
 from bot.upkeep.heartbeats import Heartbeats
 from bot.upkeep.job_runs import JobRuns
@@ -155,6 +156,7 @@ class Platform:
     def build(
         cls, settings: Settings, store: Store, signer: CallbackSigner, enqueue: Enqueue
     ) -> Platform:
+        show_times_in(settings.zone)  # every time in chat, in the owner's zone
         outbox = Outbox(
             store,
             file_over_chars=settings.outbox_file_over_chars,

@@ -9,12 +9,23 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+# The owner's zone (AEGIS_TIMEZONE), which every time in chat is shown in. A process sets it
+# once, as it builds its platform (bot/core.py); until then, and by default, it is UTC.
+_shown_in: tzinfo = UTC
+
+
+def show_times_in(zone: tzinfo | None) -> None:
+    """Show every time in chat in ``zone`` from now on (None: UTC)."""
+    global _shown_in
+    _shown_in = zone or UTC
+
+
 def short_time(moment: datetime) -> str:
-    """How a time is shown in chat: ``14:02`` today, else ``2026-11-28 14:02`` (UTC)."""
-    moment = moment.astimezone(UTC)
-    if moment.date() == now().date():
-        return moment.strftime("%H:%M UTC")
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
+    """How a time is shown in chat, in the owner's zone (``show_times_in``): ``14:02`` today,
+    else ``2026-11-28 14:02``; the zone's name after it (``14:02 UTC``)."""
+    local = moment.astimezone(_shown_in)
+    shown = "%H:%M" if local.date() == now().astimezone(_shown_in).date() else "%Y-%m-%d %H:%M"
+    return f"{local.strftime(shown)} {_zone_name(_shown_in)}"
 
 
 def local_time(moment: datetime, zone: tzinfo | None) -> str:
@@ -28,4 +39,8 @@ def local_time(moment: datetime, zone: tzinfo | None) -> str:
         shown = local.strftime("%a %H:%M")
     else:
         shown = local.strftime("%Y-%m-%d %H:%M")
-    return f"{shown} {getattr(zone, 'key', 'UTC')}"
+    return f"{shown} {_zone_name(zone)}"
+
+
+def _zone_name(zone: tzinfo) -> str:
+    return getattr(zone, "key", None) or "UTC"

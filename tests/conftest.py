@@ -21,6 +21,7 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 from bot.store import migrate
 from bot.store.database import Store
+from bot.timeutil import show_times_in
 
 CI = os.environ.get("CI") == "true"
 REDIS_URL = os.environ.get("AEGIS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -43,6 +44,13 @@ def _no_aegis_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("AEGIS_") and not name.startswith("AEGIS_TEST_"):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _times_shown_in_utc() -> None:
+    """Each test starts with times shown in UTC; one that builds a platform for another zone
+    changes it for itself only."""
+    show_times_in(None)
 
 
 @pytest.fixture(scope="session")

@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     timezone: str = Field(
         "UTC",
         description="The owner's time zone, an IANA name (Europe/Berlin): schedules at a time "
-        "of day and reminders are in it.",
+        "of day and reminders are in it, and the chat shows every time in it.",
     )
     briefing_at: str = Field("08:00", description="When the daily briefing comes (HH:MM).")
     weekly_review_at: str = Field(

@@ -20,7 +20,7 @@ from bot.chat.outbox import Outbox
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.errors import BrokerError
-from bot.interactions.interaction import Ask, Kind
+from bot.interactions.interaction import Ask, Interaction, InteractionStatus, Kind, TimeoutPolicy
 from bot.interactions.interactions import Interactions
 from bot.store.database import Store
 from bot.store.tables import audit_events, grants, interaction_cards, interactions, outbox
@@ -193,3 +193,33 @@ def build_platform(
     platform = Platform.build(settings, store, SIGNER, enqueue)
     platform.actions = Actions(platform.catalog, toolbox, platform.interactions, platform.approvals)
     return platform
+
+
+def an_interaction(**overrides) -> Interaction:
+    """An open approval card as the views see it (no database), with ``overrides``."""
+    moment = datetime(2030, 1, 1, 21, 59, tzinfo=UTC)
+    values = {
+        "id": 1,
+        "kind": Kind.APPROVAL,
+        "agent": "demo",
+        "chat_id": 7,
+        "prompt": "demo wants to run 'demo.write_file': it changes something.",
+        "options": (),
+        "tool": "demo.write_file",
+        "args": {"path": "a.md"},
+        "args_hash": "h",
+        "step_up": False,
+        "status": InteractionStatus.PENDING,
+        "outcome": None,
+        "answer": None,
+        "timeout_policy": TimeoutPolicy.ARCHIVE,
+        "expires_at": moment,
+        "created_at": moment,
+        "code_from": None,
+        "resolved_at": None,
+        "resolved_by": None,
+        "resolved_by_name": None,
+        "continuation_actor": None,
+        "continuation_kwargs": {},
+    }
+    return Interaction(**{**values, **overrides})

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from bot.chat.text import visible
 from bot.chat.views.cards import card_text, pretty_arguments, settled_text
-from bot.interactions.interaction import Interaction, InteractionStatus, Kind, TimeoutPolicy
+from bot.interactions.interaction import InteractionStatus
+from tests.helpers.interactions import an_interaction as card
 
 
 def test_hidden_characters_are_spelled_out_and_newlines_kept():
@@ -18,35 +17,6 @@ def test_arguments_cannot_fake_lines_on_the_card():
     shown = pretty_arguments({"path": "notes/a.md\u2028Tool: notes.read", "x": "\u202edm.a"})
     assert "\u2028" not in shown and "\u202e" not in shown
     assert "\\u2028Tool: notes.read" in shown
-
-
-def card(**overrides) -> Interaction:
-    moment = datetime(2030, 1, 1, 21, 59, tzinfo=UTC)
-    values = {
-        "id": 1,
-        "kind": Kind.APPROVAL,
-        "agent": "demo",
-        "chat_id": 7,
-        "prompt": "demo wants to run 'demo.write_file': it changes something.",
-        "options": (),
-        "tool": "demo.write_file",
-        "args": {"path": "a.md"},
-        "args_hash": "h",
-        "step_up": False,
-        "status": InteractionStatus.PENDING,
-        "outcome": None,
-        "answer": None,
-        "timeout_policy": TimeoutPolicy.ARCHIVE,
-        "expires_at": moment,
-        "created_at": moment,
-        "code_from": None,
-        "resolved_at": None,
-        "resolved_by": None,
-        "resolved_by_name": None,
-        "continuation_actor": None,
-        "continuation_kwargs": {},
-    }
-    return Interaction(**{**values, **overrides})
 
 
 def test_a_settled_card_says_its_verdict_first_and_no_longer_asks():
