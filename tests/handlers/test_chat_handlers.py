@@ -8,9 +8,9 @@ from tests.helpers.stack import eventually
 
 async def test_start_and_help_explain_the_bot(stack):
     [start] = await stack.ask("/start")
-    assert "aegis" in start["text"] and "/ping" in start["text"]
+    assert "aegis" in start["text"] and "/help" in start["text"] and "/demo" in start["text"]
     [help_] = await stack.ask("/help")
-    assert "/status" in help_["text"] and "/pair" in help_["text"]
+    assert all(command in help_["text"] for command in ("/status", "/pair", "/ping"))
 
 
 async def test_help_lists_every_command_in_the_table_each_on_its_own_line(stack):
