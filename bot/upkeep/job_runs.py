@@ -75,10 +75,18 @@ class JobRuns:
         async with self.store.write() as conn:
             await conn.execute(insert(runs), [record.row() for record in records])
 
-    async def latest(self, limit: int = 10, *, exclude_jobs: tuple[str, ...] = ()) -> list[JobRun]:
+    async def latest(
+        self,
+        limit: int = 10,
+        *,
+        exclude_jobs: tuple[str, ...] = (),
+        only_jobs: tuple[str, ...] | None = None,
+    ) -> list[JobRun]:
         query = select(runs).order_by(runs.c.id.desc()).limit(limit)
         if exclude_jobs:
             query = query.where(runs.c.job.not_in(exclude_jobs))
+        if only_jobs is not None:
+            query = query.where(runs.c.job.in_(only_jobs))
         async with self.store.read() as conn:
             rows = (await conn.execute(query)).all()
         return [

@@ -1,4 +1,4 @@
-"""What /status shows: live processes, queues, the database and broker, the latest jobs."""
+"""What /status shows: live processes, queues, the database and broker, the recent work."""
 
 from __future__ import annotations
 
@@ -16,6 +16,24 @@ from bot.upkeep.job_runs import JobRun, JobRuns
 from bot.upkeep.schedules import Schedules
 
 QUIET_JOBS = ("deliver",)  # one per message sent: counted in the outbox line instead
+# The jobs /status lists as recent work, in words: what a person asked for or waits on. An allow
+# list: everything else is the machine's upkeep (sweeps, monitor checks, expiries), summed up
+# in one line, so a new kind of job never floods the list.
+WORK = {
+    "run_agent": "agent run",
+    "run_assigned_task": "assigned task",
+    "scheduled_run": "scheduled run",
+    "daily_briefing": "daily briefing",
+    "weekly_review": "weekly review",
+    "triage_task": "triage",
+    "apply_triage": "triage",
+    "remind": "reminder",
+    "ping": "ping",
+    "demo_step": "demo",
+    "transcribe_voice": "voice note",
+    "review_chat": "chat review",
+    "open_topics": "forum topics",
+}
 
 
 @dataclass(frozen=True)
@@ -25,7 +43,8 @@ class StatusReport:
     outbox: dict[str, int]  # the rows not yet sent, by status
     database: str
     broker: str
-    latest_jobs: list[JobRun]
+    latest_jobs: list[JobRun]  # of WORK
+    latest_upkeep: JobRun | None = None
     schedules: list[str] = field(default_factory=list)  # warnings and skips; none: quiet
     config_problem: str | None = None  # why aegis.yaml on disk is not the one in force
     oldest_owed_at: datetime | None = None  # when the oldest message still to send was queued
@@ -42,8 +61,11 @@ class StatusReport:
             lines += ["", f"Queues: {queues}"]
         lines += [self._outbox_line(), f"Database: {self.database}", f"Broker: {self.broker}"]
         lines += [line for line in (self.voice, self.topics) if line]
-        lines += ["", "Latest jobs"]
+        lines += ["", "Recent work"]
         lines += [f"  {_job_line(run)}" for run in self.latest_jobs] or ["  none yet"]
+        if self.latest_upkeep is not None:
+            run = self.latest_upkeep
+            lines.append(f"  upkeep (sweeps, checks): last {_when(run)}, {run.status}")
         if self.schedules:
             lines += ["", "Schedules", *(f"  {line}" for line in self.schedules)]
         if self.config_problem:
@@ -87,7 +109,8 @@ async def gather_status(
         oldest_owed_at=await outbox.oldest_owed_at(),
         database=database,
         broker=broker,
-        latest_jobs=await job_runs.latest(5, exclude_jobs=QUIET_JOBS),
+        latest_jobs=await job_runs.latest(5, only_jobs=tuple(WORK)),
+        latest_upkeep=next(iter(await job_runs.latest(1, exclude_jobs=(*QUIET_JOBS, *WORK))), None),
         schedules=status_lines(rows, agents or {}),
         config_problem=config_problem,
         voice=voice_line(transcribe_url),
@@ -101,9 +124,18 @@ def _process_line(process: Process) -> str:
 
 
 def _job_line(run: JobRun) -> str:
-    effects = ", ".join(f"{k} {v}" for k, v in run.summary.items()) or "no effect recorded"
-    when = short_time(run.finished_at or run.started_at)
-    return f"{run.job} {run.status} at {when}: {effects}"
+    """``ping completed 14:02 UTC``, and what it did, in words: the counts that are not 0."""
+    effects = ", ".join(
+        f"{name.replace('_', ' ')} {count}"
+        for name, count in run.summary.items()
+        if isinstance(count, int) and not isinstance(count, bool) and count
+    )
+    line = f"{WORK.get(run.job, run.job)} {run.status} {_when(run)}"
+    return f"{line}: {effects}" if effects else line
+
+
+def _when(run: JobRun) -> str:
+    return short_time(run.finished_at or run.started_at)
 
 
 def _duration(seconds: float) -> str:
