@@ -42,9 +42,9 @@ COMMANDS = {
         "database take turns through a lease: one works, the others stand by to take over.",
     ),
     "status": (
-        "what /status shows, from the shell: processes, queues, outbox, latest jobs",
+        "what /status shows, from the shell: processes, queues, outbox, recent work",
         "Reads the database and the broker of this data dir (starting nothing) and prints the "
-        "processes alive, the queues' depths, the outbox, the latest jobs and schedule warnings, "
+        "processes alive, the queues' depths, the outbox, the recent work and schedule warnings, "
         "as /status does in chat. Exits 1 when aegis never ran here or the database is unreadable.",
     ),
     "logs": (
