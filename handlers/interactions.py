@@ -12,6 +12,7 @@ from telegram.ext import ContextTypes
 
 from bot.actions.audit import AuditEntry
 from bot.chat.callbacks import CallbackData
+from bot.chat.text import visible
 from bot.errors import PairingLocked
 from bot.timeutil import short_time
 from handlers.services import place_of, reply, services
@@ -85,18 +86,25 @@ async def pending(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def audit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    entries = await services(context).platform.audit.latest(AUDIT_LINES)
+    svc = services(context)
+    entries = await svc.platform.audit.latest(AUDIT_LINES)
     if not entries:
         await reply(update, context, "The audit trail is empty so far.")
         return
-    lines = [render_audit(entry) for entry in reversed(entries)]
+    names = await svc.owners.names()
+    if update.effective_user is not None:
+        names[update.effective_user.id] = "you"
+    lines = [render_audit(entry, names) for entry in reversed(entries)]
     await reply(update, context, "Latest decisions, oldest first:\n\n" + "\n".join(lines))
 
 
-def render_audit(entry: AuditEntry) -> str:
+def render_audit(entry: AuditEntry, names: dict[int, str]) -> str:
+    """One decision: when, what, whose, and who decided (you, a paired owner by name, else
+    the account's number)."""
     who = f" {entry.agent}" if entry.agent else ""
     tool = f" {entry.tool}" if entry.tool else ""
-    by = f" (by {entry.user_id})" if entry.user_id else ""
+    decider = names.get(entry.user_id) or f"owner {entry.user_id}"
+    by = f" (by {visible(decider)})" if entry.user_id else ""
     return f"{short_time(entry.at)} {entry.event.value}{who}{tool}{by}: {entry.detail}"
 
 

@@ -101,6 +101,13 @@ class Owners:
             refused_at = (await conn.execute(statement)).scalar_one()
         return refusable and refused_at == moment
 
+    async def names(self) -> dict[int, str]:
+        """The paired accounts' names as they were when they paired (owners from
+        AEGIS_OWNER_IDS have none on record)."""
+        async with self.store.read() as conn:
+            rows = await conn.execute(select(owners.c.user_id, owners.c.display_name))
+        return {row.user_id: row.display_name for row in rows if row.display_name}
+
     async def _paired_ids(self) -> frozenset[int]:
         if time.monotonic() - self._paired_loaded_at > PAIRED_CACHE_SECONDS:
             async with self.store.read() as conn:

@@ -77,6 +77,8 @@ async def test_the_demo_reads_then_waits_for_a_tap_then_for_a_tap_and_a_code(sta
     [audit] = await stack.ask("/audit")
     for event in ("allowed", "gated", "granted", "used", "code_asked"):
         assert f" {event} demo" in audit["text"]
+    assert " granted demo demo.write_file (by you): " in audit["text"]  # not a raw account id
+    assert str(OWNER_CHAT) not in audit["text"]
 
 
 async def gated_write(stack, text: str = "hi", **continuation):

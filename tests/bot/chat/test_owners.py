@@ -56,3 +56,14 @@ async def test_pairing_that_fails_to_add_the_owner_does_not_spend_the_code(store
     async with store.read() as conn:
         assert (await conn.execute(select(totp_steps))).all() == []  # the step was not spent
         assert (await conn.execute(select(code_attempts))).all() == []
+
+
+async def test_paired_accounts_are_named_as_they_paired_and_configured_ones_are_not(store):
+    import pyotp
+
+    from bot.chat.codes import CodeVerifier
+
+    secret = pyotp.random_base32()
+    owners_ = Owners(store, [1])
+    await owners_.pair(5, "Ann", pyotp.TOTP(secret).now(), CodeVerifier(store, secret))
+    assert await owners_.names() == {5: "Ann"}  # 1 is an owner by AEGIS_OWNER_IDS: no name
