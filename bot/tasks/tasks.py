@@ -10,11 +10,8 @@ Closing a task (done, dropped, or filed as reference) keeps its state label and 
 
 from __future__ import annotations
 
-import enum
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import String, bindparam, func, insert, select, update
@@ -27,6 +24,15 @@ from bot.store import search
 from bot.store.database import Store
 from bot.store.tables import notes, tasks
 from bot.tasks.capture import Capture
+from bot.tasks.capture_statements import (
+    CAPTURED_COLUMNS,
+    PG_INSERT_TASK,
+    PG_INSERT_TASK_AND_RECEIPT,
+    PG_NEW_TASK_ID,
+    RECEIPT_COLUMNS,
+    driver_value,
+    new_task,
+)
 from bot.tasks.notes import NoteKind, add_note
 from bot.tasks.task import MAX_LABELS, Captured, Closed, Edit, Page, State, Task
 from bot.timeutil import now
@@ -91,13 +97,13 @@ class Tasks:
             task_id = await pg.fetchval(PG_NEW_TASK_ID, values["capture_key"])
             if task_id is None:
                 return None
-            captured = Captured(_new_task(task_id, values), new=True)
+            captured = Captured(new_task(task_id, values), new=True)
             row = receipt(captured)
-            task_values = [task_id, *(_driver_value(values[name]) for name in CAPTURED_COLUMNS)]
+            task_values = [task_id, *(driver_value(values[name]) for name in CAPTURED_COLUMNS)]
             if row is None:
                 inserted = await pg.fetchrow(PG_INSERT_TASK, *task_values)
                 return (captured, None) if inserted is not None else None
-            queued = [_driver_value(row[name]) for name in RECEIPT_COLUMNS]
+            queued = [driver_value(row[name]) for name in RECEIPT_COLUMNS]
             inserted = await pg.fetchrow(PG_INSERT_TASK_AND_RECEIPT, *task_values, *queued)
         if inserted is None:
             return None
@@ -408,60 +414,6 @@ def _locked(condition):
 # write lock held, and a statement built anew costs more to build than to run.
 CAPTURED_AS = _locked(tasks.c.capture_key == bindparam("capture_key", type_=String))
 INSERT_TASK = insert(tasks).returning(tasks)
-CAPTURED_COLUMNS = (
-    "capture_key", "title", "body", "search_text", "state", "labels", "attachments",
-    "origin_kind", "origin_name", "origin_user_id", "origin_chat_id", "origin_message_id",
-    "origin_at", "origin_link", "chat_id", "message_id", "captured_by", "assignee",
-    "created_at", "updated_at",
-)  # fmt: skip
-
-
-# Postgres, through the driver (``_capture_new_on_postgres``), written out whole. $1 the capture
-# key: NULL when a task has it, else the new task's id (drawn only then, so a message captured
-# before uses up no id).
-PG_NEW_TASK_ID = """
-SELECT CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE capture_key = $1) THEN NULL
-    ELSE nextval(pg_get_serial_sequence('tasks', 'id')) END
-"""
-
-# $1 the id, then CAPTURED_COLUMNS in their order. No row when the key was taken meanwhile.
-PG_INSERT_TASK = """
-INSERT INTO tasks (id, capture_key, title, body, search_text, state, labels, attachments,
-    origin_kind, origin_name, origin_user_id, origin_chat_id, origin_message_id, origin_at,
-    origin_link, chat_id, message_id, captured_by, assignee, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-    $20, $21)
-ON CONFLICT (capture_key) DO NOTHING
-RETURNING id
-"""
-
-# PG_INSERT_TASK's parameters, then the receipt's (Outbox.row_of) as RECEIPT_COLUMNS: the task
-# and its receipt, one statement; the receipt only if the task went in, and only once for its
-# key (insert_unless_keyed's rule). No row when the task's key was taken meanwhile.
-RECEIPT_COLUMNS = (
-    "chat_id", "thread_id", "idempotency_key", "kind", "parts", "reply_markup",
-    "reply_to_message_id", "reply_to_outbox", "status", "parts_sent", "telegram_message_ids",
-    "attempts", "created_at",
-)  # fmt: skip
-PG_INSERT_TASK_AND_RECEIPT = """
-WITH task AS (
-    INSERT INTO tasks (id, capture_key, title, body, search_text, state, labels, attachments,
-        origin_kind, origin_name, origin_user_id, origin_chat_id, origin_message_id, origin_at,
-        origin_link, chat_id, message_id, captured_by, assignee, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-        $19, $20, $21)
-    ON CONFLICT (capture_key) DO NOTHING
-    RETURNING id
-), receipt AS (
-    INSERT INTO outbox (chat_id, thread_id, idempotency_key, kind, parts, reply_markup,
-        reply_to_message_id, reply_to_outbox, status, parts_sent, telegram_message_ids,
-        attempts, created_at)
-    SELECT $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34 FROM task
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING id
-)
-SELECT task.id, (SELECT id FROM receipt) AS receipt_id FROM task
-"""
 
 
 def _no_receipt(_captured: Captured) -> None:
@@ -494,20 +446,6 @@ def _captured_values(capture: Capture, moment: datetime) -> dict[str, Any]:
         "created_at": moment,
         "updated_at": moment,
     }
-
-
-def _new_task(task_id: int, values: dict[str, Any]) -> Task:
-    """The task ``values`` make once inserted as ``task_id``: what INSERT_TASK would return."""
-    unset = {"triaged_by": None, "triage_interaction_id": None, "closed_at": None}
-    return Task.from_row(SimpleNamespace(id=task_id, closed_as=None, **unset, **values))
-
-
-def _driver_value(value: Any) -> Any:
-    """A parameter as asyncpg takes it: JSON (lists, mappings, None in a JSON column) as text,
-    through the codec SQLAlchemy installs (Store.driver); a state as its string."""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return str(value) if isinstance(value, enum.Enum) else value
 
 
 async def _queue_within(conn: AsyncConnection, row: dict[str, Any] | None) -> int | None:
