@@ -45,13 +45,22 @@ async def stack(tmp_path, database_url, redis_server_url, redis_namespace):
 
 
 async def topics_made(stack, *agents: str) -> dict[str, int]:
-    """The forum's topics, name → message_thread_id, once each of ``agents`` has one."""
+    """Each agent's topic as aegis recorded it (name → message_thread_id), once each of
+    ``agents`` has one that the forum holds. Read from the store, not from the forum's list: a
+    job retried after Telegram made a topic may leave a second topic of the same name there."""
 
     async def made():
-        topics = {t["name"]: t["message_thread_id"] for t in await stack.emulator.topics(FORUM)}
-        return topics if set(agents) <= set(topics) else None
+        async with stack.store.read() as conn:
+            rows = (
+                await conn.execute(select(topic_rows).where(topic_rows.c.chat_id == FORUM))
+            ).all()
+        recorded = {row.agent: row.thread_id for row in rows}
+        in_forum = {t["message_thread_id"] for t in await stack.emulator.topics(FORUM)}
+        if set(agents) <= set(recorded) and set(recorded.values()) <= in_forum:
+            return recorded
+        return None
 
-    return await eventually(made, timeout=20)
+    return await eventually(made, timeout=30)
 
 
 async def bot_said(stack, chat_id: int, pattern: str, *, thread: int | None = None) -> dict:
@@ -64,7 +73,7 @@ async def bot_said(stack, chat_id: int, pattern: str, *, thread: int | None = No
                 return message
         return None
 
-    return await eventually(found, timeout=20)
+    return await eventually(found, timeout=30)
 
 
 async def a_forum_with_topics(stack) -> dict[str, int]:
