@@ -13,6 +13,7 @@ import redis
 from aegis import instance
 from aegis.embedded_redis import EmbeddedRedis, describe_redis_url
 from bot.chat.outbox import Outbox
+from bot.chat.text import plain
 from bot.chat.topics import Topics
 from bot.chat.views.status import gather_status
 from bot.config.settings import Settings
@@ -57,7 +58,7 @@ async def status_text(settings: Settings) -> tuple[str, int]:
         return f"{head}\nThe database cannot be read: {exc}", 1
     finally:
         await store.close()
-    return f"{head}\n\n{report.render()}", 0
+    return f"{head}\n\n{plain(report.render())}", 0
 
 
 def _queues(settings: Settings) -> tuple[dict[str, int] | None, str]:

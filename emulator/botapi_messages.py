@@ -18,6 +18,7 @@ from emulator.formatting import (
     check_message_text,
     normalize_markup,
     parse_text,
+    with_detected,
 )
 from emulator.models import Chat, StoredMessage, now
 from emulator.params import Upload
@@ -85,6 +86,7 @@ async def send_message(call: Call) -> dict[str, Any]:
     check_message_text(text)
     if entities is None and params.has("entities"):
         entities = params.json("entities")
+    entities = with_detected(text, entities)
     markup = normalize_markup(params.json("reply_markup"))
     reply_to = _reply_target(call, chat)
     return _record_bot_message(
@@ -101,7 +103,7 @@ def _caption(call: Call) -> tuple[str | None, list[dict[str, Any]] | None]:
         return None, None
     caption, entities = parse_text(raw, call.params.str("parse_mode"))
     check_caption(caption)
-    return caption, entities
+    return caption, with_detected(caption, entities)
 
 
 def _file_record(call: Call, field: str) -> dict[str, Any]:
@@ -219,6 +221,7 @@ async def edit_message_text(call: Call) -> Any:
     check_message_text(text)
     if entities is None and params.has("entities"):
         entities = params.json("entities")
+    entities = with_detected(text, entities)
     markup = normalize_markup(params.json("reply_markup"))
     return _apply_edit(call, chat, message, text=text, entities=entities, reply_markup=markup)
 

@@ -33,7 +33,9 @@ _SIMPLE_TAGS = {
     "pre": "pre",
     "blockquote": "blockquote",
 }
-_COMMAND_RE = re.compile(r"(?<!\S)/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?(?![^\s])")
+# As Telegram's own parser (tdlib's find_bot_commands) finds them: not inside a word, a path or
+# a tag, so "/next:" and "(/note)" are commands and "a/b" is not.
+_COMMAND_RE = re.compile(r"(?<![\w/<>])/[A-Za-z0-9_]{1,64}(?:@[A-Za-z0-9_]{3,32})?(?![\w/<>])")
 
 
 def utf16_len(text: str) -> int:
@@ -175,6 +177,26 @@ def _check_button(button: Any) -> None:
         raise bad_request(
             "can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard"
         )
+
+
+_URL_RE = re.compile(r"\bhttps?://[^\s<>\"]+[^\s<>\".,;:!?)\]'»]")
+_VERBATIM = {"code", "pre", "text_link"}  # Telegram finds nothing inside these
+
+
+def with_detected(text: str, entities: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """``entities`` plus what Telegram finds by itself in any message, a bot's too: the
+    ``/commands`` a tap sends and the links, outside code and links already made."""
+    given = list(entities or [])
+    taken = [(e["offset"], e["offset"] + e["length"]) for e in given if e["type"] in _VERBATIM]
+    found = []
+    for kind, pattern in (("bot_command", _COMMAND_RE), ("url", _URL_RE)):
+        for match in pattern.finditer(text):
+            start = utf16_len(text[: match.start()])
+            end = start + utf16_len(match.group())
+            if not any(start < stop and begin < end for begin, stop in taken):
+                found.append({"type": kind, "offset": start, "length": end - start})
+    merged = sorted(given + found, key=lambda e: (e["offset"], -e["length"]))
+    return merged or None
 
 
 def command_entities(text: str) -> list[dict[str, Any]] | None:

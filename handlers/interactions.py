@@ -10,11 +10,9 @@ import re
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.actions.audit import AuditEntry
 from bot.chat.callbacks import CallbackData
-from bot.chat.text import visible
+from bot.chat.views.audit import audit_text
 from bot.errors import PairingLocked
-from bot.timeutil import short_time
 from handlers.services import place_of, reply, services
 
 logger = logging.getLogger(__name__)
@@ -88,24 +86,10 @@ async def pending(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def audit(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     svc = services(context)
     entries = await svc.platform.audit.latest(AUDIT_LINES)
-    if not entries:
-        await reply(update, context, "The audit trail is empty so far.")
-        return
     names = await svc.owners.names()
     if update.effective_user is not None:
         names[update.effective_user.id] = "you"
-    lines = [render_audit(entry, names) for entry in reversed(entries)]
-    await reply(update, context, "Latest decisions, oldest first:\n\n" + "\n".join(lines))
-
-
-def render_audit(entry: AuditEntry, names: dict[int, str]) -> str:
-    """One decision: when, what, whose, and who decided (you, a paired owner by name, else
-    the account's number)."""
-    who = f" {entry.agent}" if entry.agent else ""
-    tool = f" {entry.tool}" if entry.tool else ""
-    decider = names.get(entry.user_id) or f"owner {entry.user_id}"
-    by = f" (by {visible(decider)})" if entry.user_id else ""
-    return f"{short_time(entry.at)} {entry.event.value}{who}{tool}{by}: {entry.detail}"
+    await reply(update, context, audit_text(entries, names))
 
 
 async def demo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

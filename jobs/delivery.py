@@ -25,12 +25,14 @@ from datetime import timedelta
 import dramatiq
 import redis
 from telegram import InlineKeyboardMarkup, InputFile, ReplyParameters
+from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 from telegram.warnings import PTBUserWarning
 
 from aegis.botapi.http import BotApiServerError
 from bot.chat.outbox import LEASE as RECORD_FOR
-from bot.chat.outgoing import OutboxKind, OutgoingMessage, outgoing_path
+from bot.chat.outgoing import OutboxKind, OutgoingMessage, outgoing_path, split_text
+from bot.chat.text import plain
 from bot.chat.undelivered import (
     SERVER_ERRORS_IN_A_ROW,
     seconds_before_next_try,
@@ -318,7 +320,7 @@ async def _send_one(res, message: OutgoingMessage, index: int) -> int:
     if message.kind is OutboxKind.FILE:
         sent = await _send_file(res, message, markup, reply)
     else:
-        text = message.parts[index]
+        text = plain(message.parts[index])
         document = InputFile(io.BytesIO(text.encode()), filename="message.txt")
         caption = message.caption or (
             f"{text[:200].rstrip()}…\n\n(full text attached: {len(text):,} characters)"
@@ -348,15 +350,32 @@ async def _send_text(bot, message: OutgoingMessage, text: str, keyboard, reply_t
     id. ``Bot.send_message`` would rebuild the keyboard as objects to serialize it again, and
     parse the whole Message Telegram returns (with the message it replies to inside): most of
     a delivery's work, for one number. Errors are raised as ``send_message`` raises them."""
-    fields: dict = {"chat_id": message.chat_id, "text": text}
+    fields: dict = {"chat_id": message.chat_id, "text": text, "parse_mode": ParseMode.HTML}
     if message.thread_id is not None:
         fields["message_thread_id"] = message.thread_id
     if keyboard:
         fields["reply_markup"] = keyboard
     if reply_to:
         fields["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
-    sent = await bot.do_api_request("sendMessage", api_kwargs=fields)
+    try:
+        sent = await bot.do_api_request("sendMessage", api_kwargs=fields)
+    except BadRequest as exc:
+        if not _unparsable(exc):
+            raise
+        sent = await bot.do_api_request("sendMessage", api_kwargs=_as_written(message, fields))
     return sent["message_id"]
+
+
+def _unparsable(exc: BadRequest) -> bool:
+    return "can't parse entities" in exc.message.lower()
+
+
+def _as_written(message: OutgoingMessage, fields: dict) -> dict:
+    """The text without parse mode, for a row Telegram could not parse as HTML: one queued
+    before the outbox kept HTML, or a view's mistake. It arrives as written, tags and all,
+    rather than not at all."""
+    logger.warning("outbox %s: Telegram could not parse its HTML; sent as written", message.id)
+    return {key: value for key, value in fields.items() if key != "parse_mode"}
 
 
 async def _send_file(res, message: OutgoingMessage, markup, reply):
@@ -386,20 +405,31 @@ async def _edit(res, message: OutgoingMessage, markup) -> int:
     if target is None or not target["telegram_message_ids"]:
         raise BadRequest(f"outbox {message.edit_of} sent no message to edit")
     message_id = target["telegram_message_ids"][-1]
-    text = message.parts[0]
+    text = split_text(message.parts[0])[0]  # an edit is one message
     try:
         if target["kind"] in (OutboxKind.DOCUMENT, OutboxKind.FILE):
             await res.bot.edit_message_caption(
-                message.chat_id, message_id, caption=text[:1024], reply_markup=markup
+                message.chat_id, message_id, caption=plain(text)[:1024], reply_markup=markup
             )
         else:
-            await res.bot.edit_message_text(
-                text[:4096], message.chat_id, message_id, reply_markup=markup
-            )
+            await _edit_text(res.bot, message, message_id, text, markup)
     except BadRequest as exc:
         if "not modified" not in exc.message:  # the same edit, already made by an earlier try
             raise
     return message_id
+
+
+async def _edit_text(bot, message: OutgoingMessage, message_id: int, text: str, markup) -> None:
+    """editMessageText in HTML, as written if Telegram cannot parse it (see ``_as_written``)."""
+    try:
+        await bot.edit_message_text(
+            text, message.chat_id, message_id, reply_markup=markup, parse_mode=ParseMode.HTML
+        )
+    except BadRequest as exc:
+        if not _unparsable(exc):
+            raise
+        logger.warning("outbox %s: Telegram could not parse its HTML; edited as is", message.id)
+        await bot.edit_message_text(text, message.chat_id, message_id, reply_markup=markup)
 
 
 def _send_later(outbox_id: int, delay_ms: int) -> None:

@@ -14,6 +14,7 @@ import dramatiq
 
 from bot.actions.call import CallStatus, Continuation, ToolCall
 from bot.agents import demo
+from bot.chat.text import Html, html
 from bot.interactions.interactions import InteractionOutcome
 from jobs.broker import require_broker
 from jobs.resources import resources
@@ -78,12 +79,13 @@ async def _next(chat_id: int, run: str, step: int) -> dict:
     return {"steps_queued": 0}
 
 
-async def _introduction(platform) -> str:
+async def _introduction(platform) -> Html:
     notes = await platform.interactions.notes_for(demo.AGENT)
-    text = (
+    text = html(
         "The demo agent will read the clock, write a file and then delete it. The read runs "
         "at once; the write waits for your tap; the delete cannot be undone, so it waits for "
-        "your tap and a code from your authenticator (set one up with `aegis totp init`)."
+        "your tap and a code from your authenticator (set one up with "
+        "<code>aegis totp init</code>)."
     )
     if notes:
         text += "\n\nWhat you told me before, by replying to my cards:\n" + "\n".join(

@@ -11,6 +11,9 @@ row and asks a worker to deliver it, through the ``deliver`` request the process
 delivery actor, behind the broker). A broker outage never fails the sender: the row waits and
 the outbox sweep delivers it.
 
+Every text the outbox keeps is Telegram HTML (bot/chat/text.py): a plain ``str`` given to it is
+escaped as it is queued, an ``Html`` a view wrote is kept as it is.
+
 A file an agent sends (``send_file``) is a copy under the data dir's ``outgoing/``, taken when
 the call ran, so changing the file afterwards cannot change what arrives.
 """
@@ -49,6 +52,7 @@ from bot.chat.outgoing import (
     OutgoingMessage,
     split_text,
 )
+from bot.chat.text import escape
 from bot.errors import BrokerError, LeaseLost
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import outbox
@@ -157,6 +161,7 @@ class Outbox:
         nothing (None): a redelivered tap edits once."""
         if (edit_of is None) == (message_id is None):
             raise ValueError("an edit replaces one message: give edit_of or message_id")
+        text = escape(text)
         if edit_of is not None and key is None:
             async with self.store.write() as conn:
                 outbox_id = await self.add(
@@ -296,6 +301,7 @@ class Outbox:
         announces does. With ``caption`` the text goes as a file under that caption; with
         ``edit_of`` it replaces the message that row sent; with ``reply_to_outbox`` it answers
         the message that row sent; with ``thread_id`` it goes to that forum topic."""
+        text = escape(text)
         row = self._row(chat_id, text, reply_markup, None, None)
         row.update(reply_to_outbox=reply_to_outbox, thread_id=thread_id)
         if caption is not None:
@@ -324,6 +330,7 @@ class Outbox:
             return result.scalar_one()
 
     def _row(self, chat_id, text, reply_markup, reply_to_message_id, idempotency_key) -> dict:
+        text = escape(text)
         if not text.strip():
             raise ValueError("an outgoing message needs some text")
         is_file = len(text) > self.file_over_chars

@@ -1,15 +1,17 @@
 """A message on its way out, as data: its kinds and states, the row as a value, and how a text
-too long for one Telegram message is split into parts (bot/chat/outbox.py sends them)."""
+(Telegram HTML, bot/chat/text.py) too long for one Telegram message is split into parts
+(bot/chat/outbox.py sends them)."""
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bot.chat.text import MESSAGE_LIMIT
+from bot.chat.text import MESSAGE_LIMIT, plain
 
 OUTGOING = "outgoing"  # the data dir's folder of files to send, one folder per content hash
 
@@ -78,30 +80,62 @@ def outgoing_path(data_dir: Path, stored: str) -> Path:
 
 
 def split_text(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
-    """Split at line boundaries into parts of at most ``limit`` characters, none blank."""
-    if len(text) <= limit and text.strip():
+    """Split the HTML ``text`` at line boundaries into parts that each show at most ``limit``
+    characters, none blank. A tag open across a cut is closed at the end of one part and opened
+    again at the start of the next, so each part is HTML Telegram can parse on its own."""
+    if len(text) <= limit and plain(text).strip():  # what shows is never longer than the HTML
         return [text]
-    parts: list[str] = []
-    current = ""
+    pieces: list[str] = []  # cut first, blank or not, so no tag is lost with a blank piece
+    current, size = "", 0
     for line in text.splitlines(keepends=True):
-        while len(line) > limit:
+        shown = len(plain(line))
+        while shown > limit:
             cut = _cut_point(line, limit)
-            parts, current = _flush(parts, current), ""
-            # A cut can fall inside a long run of spaces; Telegram refuses a blank message.
-            parts = _flush(parts, line[:cut])
-            line = line[cut:]
-        if len(current) + len(line) > limit:
-            parts, current = _flush(parts, current), ""
-        current += line
-    return _flush(parts, current) or [text[:limit]]
+            pieces += [current, line[:cut]]
+            current, size, line = "", 0, line[cut:]
+            shown = len(plain(line))
+        if size + shown > limit:
+            pieces.append(current)
+            current, size = "", 0
+        current, size = current + line, size + shown
+    pieces.append(current)
+    # A cut can fall inside a long run of spaces; Telegram refuses a blank message.
+    parts = [part.rstrip("\n") for part in _balanced(pieces) if plain(part).strip()]
+    return parts or [text[:limit]]
+
+
+_TOKEN = re.compile(r"<[^>]*>|&#?\w+;|[^<&]")
 
 
 def _cut_point(line: str, limit: int) -> int:
-    space = line.rfind(" ", limit // 2, limit)
-    return space + 1 if space > 0 else limit
+    """Where to cut ``line`` so the first piece shows at most ``limit`` characters: after the
+    last space in its second half, else at the limit; never inside a tag or an ``&…;``."""
+    shown, position, space = 0, 0, 0
+    for token in _TOKEN.finditer(line):
+        if not token.group().startswith("<"):
+            if shown == limit:
+                break
+            shown += 1
+            if token.group() == " " and shown > limit // 2:
+                space = token.end()
+        position = token.end()
+    return space or position
 
 
-def _flush(parts: list[str], current: str) -> list[str]:
-    if current.strip():
-        parts.append(current.rstrip("\n"))
-    return parts
+_OPEN_OR_CLOSE = re.compile(r"<(/?)([a-zA-Z-]+)[^>]*>")
+
+
+def _balanced(parts: list[str]) -> list[str]:
+    """Each part with the tags open at its start opened again, and those open at its end closed."""
+    balanced, still_open = [], []  # the opening tags in force, outermost first
+    for part in parts:
+        before = "".join(still_open)
+        for tag in _OPEN_OR_CLOSE.finditer(part):
+            if tag.group(1):
+                if still_open:
+                    still_open.pop()
+            else:
+                still_open.append(tag.group())
+        closing = "".join(f"</{_OPEN_OR_CLOSE.match(t).group(2)}>" for t in reversed(still_open))
+        balanced.append(before + part + closing)
+    return balanced

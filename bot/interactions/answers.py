@@ -80,7 +80,7 @@ class Answers:
     async def _ask_for_code(self, conn, interaction, user_id, codes_ready, effects) -> Reply:
         if not codes_ready:
             return Reply(
-                "This action needs a TOTP code and none is set up: run `aegis totp init` on "
+                "This action needs a TOTP code and none is set up: run aegis totp init on "
                 "the server. Nothing was done.",
                 interaction,
             )

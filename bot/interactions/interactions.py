@@ -24,7 +24,7 @@ from bot.actions.audit import AuditEvent, audit_card
 from bot.actions.grants import Approvals
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
-from bot.chat.text import MESSAGE_LIMIT
+from bot.chat.text import MESSAGE_LIMIT, plain
 from bot.chat.topics import Place, Topics
 from bot.chat.views import cards
 from bot.errors import BrokerError
@@ -45,7 +45,7 @@ from bot.store.database import Store
 from bot.store.tables import interaction_cards, interactions
 from bot.store.tables import outbox as outbox_table
 from bot.tasks.notes import Notes
-from bot.timeutil import now
+from bot.timeutil import now, short_time
 from policies.canonical import approval_hash
 
 logger = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class Interactions:
         text = cards.card_text(interaction)
         markup = cards.card_markup(interaction, self.signer)
         chat_id, thread_id = to.chat_id, to.thread_id
-        if len(text) <= MESSAGE_LIMIT:
+        if len(plain(text)) <= MESSAGE_LIMIT:
             outbox_id = await self.outbox.add(
                 conn, chat_id, text, reply_markup=markup, thread_id=thread_id
             )
@@ -261,7 +261,7 @@ class Interactions:
                 moment=moment,
                 step_up=resolved.step_up,
             )
-            detail = f"card #{resolved.id}: one call, until {until.isoformat(timespec='seconds')}"
+            detail = f"card #{resolved.id}: one call, until {short_time(until)}"
             await audit_card(conn, AuditEvent.GRANTED, detail, resolved, user_id)
         else:
             detail = f"card #{resolved.id}: denied"

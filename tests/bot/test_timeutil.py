@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.chat.text import plain
 from bot.chat.views.cards import settled_text
 from bot.timeutil import now, short_time, show_times_in
 from tests.helpers.interactions import an_interaction as card
@@ -30,4 +31,4 @@ def test_a_settled_card_says_when_in_the_owner_s_zone():
     show_times_in(ZoneInfo("Asia/Kolkata"))
     at = now().astimezone(ZoneInfo("Asia/Kolkata")).replace(hour=21, minute=59).astimezone(UTC)
     settled = card(status="resolved", outcome="approved", resolved_at=at, resolved_by_name="You")
-    assert settled_text(settled).startswith("✅ Approved by You at 21:59 Asia/Kolkata.")
+    assert plain(settled_text(settled)).startswith("✅ Approved by You at 21:59 Asia/Kolkata.")

@@ -248,6 +248,29 @@ async def test_commands_get_entities(emulator, bot) -> None:
     assert update.message.entities[0].length == len("/start")
 
 
+async def test_a_bots_text_gets_the_commands_and_links_telegram_finds_in_it(emulator, bot) -> None:
+    """As on Telegram, a bot's /commands can be tapped and its links opened, but nothing is
+    found inside code or inside a link already made."""
+    await emulator.client.send_message("hi")
+    text = (
+        "Try /next: or (/help), see https://example.org/a?b=1. "
+        "<code>/not_this https://nor.this</code> a/b <a href='https://x.org'>/nor_this</a>"
+    )
+    sent = await bot.send_message(CHAT, text, parse_mode="HTML")
+    found = [(e.type, sent.parse_entity(e)) for e in sent.entities]
+    assert found == [
+        ("bot_command", "/next"),
+        ("bot_command", "/help"),
+        ("url", "https://example.org/a?b=1"),
+        ("code", "/not_this https://nor.this"),
+        ("text_link", "/nor_this"),
+    ]
+    edited = await bot.edit_message_text("now /start", CHAT, sent.message_id)
+    assert [(e.type, edited.parse_entity(e)) for e in edited.entities] == [
+        ("bot_command", "/start")
+    ]
+
+
 # PTB 22 warns that RetryAfter.retry_after will become a timedelta; either form is fine here.
 @pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 async def test_flood_mode_raises_retry_after(emulator, bot) -> None:

@@ -13,6 +13,7 @@ import pyotp
 import pytest
 from sqlalchemy import func, select
 
+from bot.chat.text import plain
 from bot.config.secrets import SecretFiles
 from bot.store.tables import (
     code_attempts,
@@ -76,7 +77,7 @@ async def test_a_stranger_reaches_no_handler_and_is_refused_once(stack):
         (OWNER_CHAT, f"reply:{asked['update_id']}"),
         (OWNER_CHAT, f"reply:{marker['update_id']}"),
     ]
-    assert "".join(sent[1].parts) == status["text"]
+    assert plain("".join(sent[1].parts)) == status["text"]
     seen = await _unknown(stack.store, mallory["id"])
     assert (seen.updates_seen, seen.display_name) == (4, "Mallory")
     assert seen.last_refused_at is not None

@@ -3,6 +3,8 @@ codes, replies, /pending and /audit, driven through the emulator like a person w
 
 from __future__ import annotations
 
+import re
+
 import pyotp
 
 from bot.actions.call import ToolCall
@@ -75,9 +77,11 @@ async def test_the_demo_reads_then_waits_for_a_tap_then_for_a_tap_and_a_code(sta
     await wait_for_text(stack, "The demo is over", after=after)
 
     [audit] = await stack.ask("/audit")
-    for event in ("allowed", "gated", "granted", "used", "code_asked"):
-        assert f" {event} demo" in audit["text"]
-    assert " granted demo demo.write_file (by you): " in audit["text"]  # not a raw account id
+    for words in ("ran unasked", "asked you", "approved", "ran, approved", "code asked for"):
+        assert f" · {words} · demo" in audit["text"]
+    # who decided is "you", not a raw account id; times are the chat's, not ISO timestamps
+    assert " · approved · demo · demo.write_file · by you\ncard #" in audit["text"]
+    assert not re.search(r"\d{4}-\d\d-\d\dT", audit["text"])
     assert str(OWNER_CHAT) not in audit["text"]
 
 

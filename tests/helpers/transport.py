@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import select
 
 from bot.chat.outgoing import OutboxStatus
+from bot.chat.text import plain
 from bot.errors import StoreError
 from bot.store.database import Store
 from bot.store.tables import heartbeats, outbox, updates
@@ -73,7 +74,8 @@ async def outbox_rows(store: Store, chat_id: int | None = None) -> list[Any]:
 
 
 async def outbox_texts(store: Store, chat_id: int) -> list[str]:
-    return ["".join(row.parts) for row in await outbox_rows(store, chat_id)]
+    """What each queued message of the chat shows (the outbox keeps HTML)."""
+    return [plain("".join(row.parts)) for row in await outbox_rows(store, chat_id)]
 
 
 async def drained(stack: Stack) -> list[Any]:

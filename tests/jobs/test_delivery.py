@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sqlalchemy import update
 
 from bot.chat.callbacks import CallbackSigner
+from bot.chat.text import html
+from bot.store.tables import outbox as outbox_table
 from tests.helpers.outbox import (
     OTHER_CHAT,
     bot_texts,
@@ -16,7 +19,7 @@ from tests.helpers.outbox import (
     settled_row,
 )
 from tests.helpers.stack import OWNER_CHAT, eventually
-from tests.helpers.transport import raw_message
+from tests.helpers.transport import outbox_rows, raw_message
 
 
 @pytest.fixture
@@ -41,6 +44,38 @@ async def test_a_message_arrives_once_and_its_row_records_the_telegram_id(stack)
     assert row["telegram_message_ids"] == [message["message_id"]]
     assert row["parts_sent"] == 1 and row["attempts"] == 1
     assert (await stack.emulator.stats())["messages_sent_by_bot"] == 1
+
+
+async def test_a_message_goes_as_html_and_what_anyone_wrote_arrives_as_written(stack):
+    outbox = stack.services.platform.outbox
+    text = html("<b>{}</b>\n{}", "Report", "2 < 3 & <b>not bold</b>")
+    await settled_row(stack, await outbox.send(OWNER_CHAT, text))
+    await settled_row(stack, await outbox.send(OWNER_CHAT, "plain: a <tag> & more"))
+    first, second = await stack.bot_messages()
+    assert first["text"] == "Report\n2 < 3 & <b>not bold</b>"
+    assert first["entities"] == [{"type": "bold", "offset": 0, "length": 6}]
+    assert second["text"] == "plain: a <tag> & more" and not second.get("entities")
+
+
+async def test_a_row_telegram_cannot_parse_as_html_arrives_as_written(stack):
+    """A row queued before the outbox kept HTML (plain text with a ``<``) is not lost."""
+    async with stack.store.write() as conn:
+        await conn.execute(
+            update(outbox_table)
+            .values(parts=["2 <3 is a heart, <not a tag"])
+            .where(outbox_table.c.id == await _queued_quietly(stack, conn))
+        )
+    outbox_id = (await outbox_rows(stack.store, OWNER_CHAT))[-1].id
+    await stack.services.platform.outbox.ask_delivery(outbox_id)
+    row = await settled_row(stack, outbox_id)
+    assert row["status"] == "sent"
+    [message] = await stack.bot_messages()
+    assert message["text"] == "2 <3 is a heart, <not a tag"
+
+
+async def _queued_quietly(stack, conn) -> int:
+    """A row put without asking for its delivery (as if queued by an older aegis)."""
+    return await stack.services.platform.outbox.add(conn, OWNER_CHAT, "placeholder")
 
 
 async def test_a_polled_batch_asks_for_one_delivery_per_chat_which_sends_its_replies_in_order(
@@ -109,7 +144,7 @@ async def test_a_text_past_the_file_limit_arrives_as_a_document(
         redis_namespace,
         outbox_file_over_chars=5_000,
     ) as stack:
-        text = "".join(f"row {number}: ünïcödé ✓\n" for number in range(400))
+        text = "".join(f"row {number}: ünïcödé ✓ <b>&amp;\n" for number in range(400))
         assert len(text) > 5_000
         markup = keyboard(stack.services.signer)
         outbox_id = await stack.services.platform.outbox.send(OWNER_CHAT, text, reply_markup=markup)

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from bot.chat.callbacks import CallbackSigner
-from bot.chat.text import CAPTION_LIMIT, MESSAGE_LIMIT, clip, visible
+from bot.chat.text import CAPTION_LIMIT, Html, bold, clip, escape, html, plain, pre, visible
 from bot.timeutil import short_time
 
 if TYPE_CHECKING:
@@ -35,25 +35,20 @@ SETTLED = {
 }
 
 
-def card_text(interaction: Interaction) -> str:
-    lines = [_heading(interaction), "", interaction.prompt]
-    if interaction.tool:
-        tool = visible(interaction.tool.replace("\n", " "))
-        lines += ["", f"Tool: {tool}", "Arguments:", pretty_arguments(interaction.args)]
-    lines += ["", *_footer(interaction)]
-    return "\n".join(lines)
+def card_text(interaction: Interaction) -> Html:
+    return _paragraphs(_heading(interaction), *_body(interaction), _footer(interaction))
 
 
 def card_caption(interaction: Interaction) -> str:
     """A card whose arguments are too long for a message: the file holds it all."""
     lines = [
-        _heading(interaction),
+        plain(_heading(interaction)),
         "",
         clip(interaction.prompt, 400),
         "",
         f"Tool: {interaction.tool}" if interaction.tool else "",
         "The complete arguments are in the attached file: read them before you approve.",
-        *_footer(interaction),
+        *plain(_footer(interaction)).split("\n"),
     ]
     return clip("\n".join(line for line in lines if line is not None), CAPTION_LIMIT)
 
@@ -76,12 +71,12 @@ def card_markup(interaction: Interaction, signer: CallbackSigner) -> dict[str, A
     return {"inline_keyboard": rows}
 
 
-def settled_text(interaction: Interaction) -> str:
-    """What the card becomes once it is settled: the question and who decided what, when."""
-    body = card_text(interaction).split("\n\n")
-    # Everything but the footer with its deadline, under a heading that no longer asks.
-    kept = "\n\n".join([_settled_heading(interaction), *body[1:-1]])
-    return clip(f"{_verdict(interaction)}\n\n{kept}", MESSAGE_LIMIT)  # verdict first: captions clip
+def settled_text(interaction: Interaction) -> Html:
+    """What the card becomes once it is settled: who decided what and when, first (a caption
+    is cut to its start), then the question, without the footer that asked."""
+    return _paragraphs(
+        bold(_verdict(interaction)), _settled_heading(interaction), *_body(interaction)
+    )
 
 
 def settled_answer(interaction: Interaction) -> str:
@@ -115,18 +110,41 @@ def _verdict(interaction: Interaction) -> str:
     return f"{label}{detail} by {who} at {when}."
 
 
-def _heading(interaction: Interaction) -> str:
-    return f"{TITLES[interaction.kind]} · card #{interaction.id} · from {interaction.agent}"
+def _heading(interaction: Interaction) -> Html:
+    return html(
+        "<b>{}</b> · card #{} · from {}",
+        TITLES[interaction.kind],
+        interaction.id,
+        interaction.agent,
+    )
 
 
-def _settled_heading(interaction: Interaction) -> str:
-    return f"Card #{interaction.id} · from {interaction.agent}"
+def _settled_heading(interaction: Interaction) -> Html:
+    return html("Card #{} · from {}", interaction.id, interaction.agent)
 
 
-def _footer(interaction: Interaction) -> list[str]:
+def _body(interaction: Interaction) -> list[Html]:
+    """What is asked: the prompt, and the tool with its complete arguments."""
+    body = [escape(interaction.prompt)]
+    if interaction.tool:
+        tool = visible(interaction.tool.replace("\n", " "))
+        body.append(
+            html("Tool: <code>{}</code>\nArguments:\n", tool)
+            + pre(pretty_arguments(interaction.args))
+        )
+    return body
+
+
+def _paragraphs(*paragraphs: Html) -> Html:
+    return Html("\n\n").join(paragraphs)
+
+
+def _footer(interaction: Interaction) -> Html:
     lines = []
     if interaction.step_up:
-        lines.append("This cannot be undone: Approve asks for a code from your authenticator.")
+        lines.append(
+            html("<b>This cannot be undone</b>: Approve asks for a code from your authenticator.")
+        )
     if interaction.kind == "question":
         lines.append("Reply to this message with your answer.")
     if interaction.expires_at is None:
@@ -136,4 +154,4 @@ def _footer(interaction: Interaction) -> list[str]:
             f"Expires at {short_time(interaction.expires_at)} if unanswered "
             "(a timeout is never a yes)."
         )
-    return lines
+    return Html("\n").join(lines)

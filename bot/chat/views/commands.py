@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.chat.text import Html, bold, html
+
 
 @dataclass(frozen=True)
 class Section:
@@ -30,8 +32,12 @@ class Command:
     def usage(self) -> str:
         return f"/{self.name} {self.args}" if self.args else f"/{self.name}"
 
-    def help_line(self) -> str:
-        return f"{self.usage}: {self.help}"
+    def help_line(self) -> Html:
+        """The command as Telegram makes it tappable, what follows it in italics, then what it
+        does."""
+        if not self.args:
+            return html("/{}: {}", self.name, self.help)
+        return html("/{} <i>{}</i>: {}", self.name, self.args, self.help)
 
 
 INTRO = "aegis is your personal agent platform, driven from this chat."
@@ -220,17 +226,19 @@ COMMANDS = (
 )
 
 
-def start_text() -> str:
+def start_text() -> Html:
     """What /start says: hello, what aegis is, and where to begin."""
-    return "\n\n".join(["Hello! I am aegis.", INTRO, *FIRST_STEPS])
+    return Html("\n\n").join([bold("Hello! I am aegis."), INTRO, *FIRST_STEPS])
 
 
-def help_text() -> str:
+def help_text() -> Html:
     """What /help says: the intro, each section with its commands, the outro."""
-    return "\n\n".join([INTRO, *(_section_text(section) for section in SECTIONS), OUTRO])
+    return Html("\n\n").join([INTRO, *(_section_text(section) for section in SECTIONS), OUTRO])
 
 
-def _section_text(section: Section) -> str:
-    title = f"{section.title}: {section.lead}" if section.lead else f"{section.title}:"
-    text = "\n".join([title, *(c.help_line() for c in COMMANDS if c.section == section)])
-    return f"{text}\n\n{section.after}" if section.after else text
+def _section_text(section: Section) -> Html:
+    title = html("<b>{}</b>:", section.title)
+    if section.lead:
+        title += " " + section.lead
+    text = Html("\n").join([title, *(c.help_line() for c in COMMANDS if c.section == section)])
+    return Html("\n\n").join([text, section.after]) if section.after else text

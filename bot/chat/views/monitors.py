@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.chat.callbacks import CallbackSigner
-from bot.chat.text import clip, visible
+from bot.chat.text import Html, bold, clip, visible
 from bot.monitors.incident import Incident, IncidentKind, Tap
 from bot.monitors.monitor import Monitor, MonitorState
 from bot.monitors.process_watch import ProcessWatch
@@ -42,8 +42,8 @@ class Uptime:
 def incident_card(
     incident: Incident, signer: CallbackSigner, moment: datetime
 ) -> tuple[str, dict[str, Any] | None]:
-    lines = [_headline(incident), *_body(incident, moment)]
-    return "\n".join(lines), _incident_buttons(incident, signer, moment)
+    lines = [bold(_headline(incident)), *_body(incident, moment)]
+    return Html("\n").join(lines), _incident_buttons(incident, signer, moment)
 
 
 def _headline(incident: Incident) -> str:
@@ -145,7 +145,7 @@ def monitors_view(
             "monitors: in aegis.yaml.",
             None,
         )
-    lines = [f"Monitors ({len(monitors)}):"] if monitors else []
+    lines = [bold(f"Monitors ({len(monitors)}):")] if monitors else []
     rows = []
     for monitor in monitors:
         lines += monitor_lines(monitor, uptimes.get(monitor.id), moment)
@@ -157,7 +157,7 @@ def monitors_view(
         lines.append(f"\nProcesses watched for runs ({len(processes)}):")
         for watch in processes:
             lines += process_lines(watch)
-    return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+    return Html("\n").join(lines), {"inline_keyboard": rows} if rows else None
 
 
 def process_lines(watch: ProcessWatch) -> list[str]:

@@ -8,18 +8,18 @@ from typing import Any
 
 from bot.agents.agent_run import AgentRun, RunState
 from bot.agents.profiles import AgentProfile
-from bot.chat.text import clip, visible
+from bot.chat.text import Html, bold, clip, html, visible
 from bot.timeutil import now, short_time
 
 
 def runs_view(runs: list[AgentRun]) -> str:
     if not runs:
         return "No runs yet. Start one: /run demo hello"
-    lines = ["Latest runs (newest first):"]
+    lines = [bold("Latest runs (newest first):")]
     for run in runs:
         lines.append(run_line(run))
     lines.append("\n/cancel N stops a run.")
-    return "\n".join(lines)
+    return Html("\n").join(lines)
 
 
 def run_line(run: AgentRun) -> str:
@@ -68,7 +68,7 @@ def agents_view(agents: dict[str, AgentProfile], activity: dict[str, dict[str, A
 def progress_text(run: AgentRun, moment: datetime | None = None) -> str:
     """The run's one message, edited in place as it goes."""
     moment = moment or now()
-    head = f"Run #{run.id} · {run.agent} · {run.status.value.replace('_', ' ')}"
+    head = html("<b>Run #{}</b> · {} · {}", run.id, run.agent, run.status.value.replace("_", " "))
     lines = [head, f"Asked: {_clip(run.request, 300)}"]
     if run.started_at is not None:
         lines.append(f"Elapsed: {_duration(run.elapsed(moment))}")
@@ -82,7 +82,7 @@ def progress_text(run: AgentRun, moment: datetime | None = None) -> str:
         lines.append(f"Waiting for {run.waits_for()}.")
     elif run.status is not RunState.QUEUED:
         lines.append("/cancel " + str(run.id) + " stops it.")
-    return "\n".join(lines)
+    return Html("\n").join(lines)
 
 
 def _duration(elapsed: timedelta) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.chat.outbox import Outbox
+from bot.chat.text import Html, bold, html
 from bot.chat.topics import Topics
 from bot.chat.views.schedules import status_lines
 from bot.chat.views.topics import status_line as topics_line
@@ -51,30 +52,31 @@ class StatusReport:
     voice: str | None = None  # whether voice notes are transcribed, and by whom
     topics: str | None = None  # where agents' topics are, if anywhere
 
-    def render(self) -> str:
-        lines = ["aegis status", "", "Processes"]
+    def render(self) -> Html:
+        """The report in the chat's HTML: bold headings, a line each (``plain`` for a terminal)."""
+        lines: list[str] = [bold("aegis status"), "", bold("Processes")]
         lines += [f"  {_process_line(p)}" for p in self.processes] or ["  none reporting"]
         if self.queue_depths is None:
-            lines += ["", "Queues: broker unreachable"]
+            lines += ["", html("<b>Queues</b>: broker unreachable")]
         else:
             queues = ", ".join(f"{name} {depth}" for name, depth in self.queue_depths.items())
-            lines += ["", f"Queues: {queues}"]
+            lines += ["", html("<b>Queues</b>: {}", queues)]
         lines += [self._outbox_line(), f"Database: {self.database}", f"Broker: {self.broker}"]
         lines += [line for line in (self.voice, self.topics) if line]
-        lines += ["", "Recent work"]
+        lines += ["", bold("Recent work")]
         lines += [f"  {_job_line(run)}" for run in self.latest_jobs] or ["  none yet"]
         if self.latest_upkeep is not None:
             run = self.latest_upkeep
             lines.append(f"  upkeep (sweeps, checks): last {_when(run)}, {run.status}")
         if self.schedules:
-            lines += ["", "Schedules", *(f"  {line}" for line in self.schedules)]
+            lines += ["", bold("Schedules"), *(f"  {line}" for line in self.schedules)]
         if self.config_problem:
             lines += [
                 "",
-                "aegis.yaml changed but is not used (the last good file stays in force):",
+                bold("aegis.yaml changed but is not used (the last good file stays in force):"),
                 f"  {self.config_problem}",
             ]
-        return "\n".join(lines)
+        return Html("\n").join(lines)
 
     def _outbox_line(self) -> str:
         if not self.outbox:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
-from bot.chat.text import clip, visible
+from bot.chat.text import Html, clip, html, visible
 from bot.chat.views.task_buttons import ASSIGN_KIND, CHOICES, WHERE, Choice, button, list_row
 from bot.tasks.task import Captured, Page, State, Task, group_by_label
 from bot.timeutil import short_time
@@ -46,8 +46,10 @@ def captured_text(captured: Captured) -> str:
     task = captured.task
     if captured.new:
         whose = f" for {task.assignee}" if task.assignee else ""
-        return f"Captured as task {task.id}{whose}: {_title(task)}\n{WHERE}"
-    return f"Already captured as task {task.id} ({task.describe_state()}): {_title(task)}"
+        return html("<b>Captured as task {}</b>{}: {}\n{}", task.id, whose, _title(task), WHERE)
+    return html(
+        "<b>Already captured as task {}</b> ({}): {}", task.id, task.describe_state(), _title(task)
+    )
 
 
 def triage_markup(signer: CallbackSigner, task_id: int) -> dict[str, Any]:
@@ -73,7 +75,8 @@ def list_view(signer: CallbackSigner, view: str, page: Page) -> tuple[str, dict[
     """A page of one list, with buttons for its first tasks and to turn the page."""
     if page.total == 0:
         return EMPTY[view], None
-    lines = [f"{LIST_TITLES[view]}: {page.shown_total()} {_tasks(page.total)}", ""]
+    title = LIST_TITLES[view]
+    lines = [html("<b>{}</b>: {} {}", title, page.shown_total(), _tasks(page.total)), ""]
     if view == "next":
         for label, grouped in group_by_label(page.tasks).items():
             lines.append(f"#{label}")
@@ -83,7 +86,7 @@ def list_view(signer: CallbackSigner, view: str, page: Page) -> tuple[str, dict[
     lines += _page_footer(page)
     rows = [list_row(signer, task) for task in page.tasks[:BUTTONS_PER_PAGE]]
     rows += _pager(signer, PAGE_KIND, view, page)
-    return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+    return Html("\n").join(lines), {"inline_keyboard": rows} if rows else None
 
 
 def found_view(
@@ -92,7 +95,7 @@ def found_view(
     shown = " ".join(query_words)
     if page.total == 0:
         return f"No task holds {shown!r}.", None
-    lines = [f"Tasks with {shown!r}: {page.shown_total()}", ""]
+    lines = [html("<b>Tasks with {}</b>: {}", repr(shown), page.shown_total()), ""]
     lines += [f"{task_line(task)}  [{task.describe_state()}]" for task in page.tasks]
     lines += _page_footer(page)
     key = "+".join(query_words)
@@ -101,11 +104,11 @@ def found_view(
         rows = _pager(signer, FIND_KIND, key, page)
     elif page.has_next:
         lines.append("Add words to narrow the search; these words are too long to page.")
-    return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+    return Html("\n").join(lines), {"inline_keyboard": rows} if rows else None
 
 
 def task_detail(task: Task, comments: list[str] | None = None) -> str:
-    lines = [f"Task {task.id} [{task.describe_state()}]: {_title(task)}"]
+    lines = [html("<b>Task {}</b> [{}]: {}", task.id, task.describe_state(), _title(task))]
     if task.body and task.body != task.title:
         lines += ["", visible(task.body)]
     facts = [f"captured {short_time(task.created_at)}"]
@@ -127,7 +130,7 @@ def task_detail(task: Task, comments: list[str] | None = None) -> str:
             "Latest comments:",
             *(f"- {visible(clip(c, COMMENT_CHARS))}" for c in comments),
         ]
-    return "\n".join(lines)
+    return Html("\n").join(lines)
 
 
 def review_view(
@@ -153,7 +156,7 @@ def review_view(
         [button(signer, task.id, Choice("done", State.WAITING), numbered=True)]
         for task in waiting.tasks[:BUTTONS_PER_PAGE]
     ]
-    return "\n".join(lines), {"inline_keyboard": rows} if rows else None
+    return Html("\n").join(lines), {"inline_keyboard": rows} if rows else None
 
 
 def _review_section(page: Page, view: str, heading: str, empty: str) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 from bot.actions.audit import AuditEvent
 from bot.chat.outbox import Outbox
 from bot.chat.outgoing import OutboxKind
-from bot.chat.text import MESSAGE_LIMIT
+from bot.chat.text import MESSAGE_LIMIT, plain
 from bot.chat.topics import Place
 from bot.chat.views import cards
 from bot.interactions.interaction import InteractionOutcome, InteractionStatus, Kind
@@ -78,7 +78,7 @@ async def test_a_tap_resolves_each_kind_with_its_outcome(
     assert enqueue.continuations() == [("resume", {"task": 7, "interaction_id": card.id})]
     [edit] = await edits_of(store, (await card_rows(store, card.id))[0]["id"])
     assert edit["kind"] == OutboxKind.EDIT and edit["reply_markup"] is None
-    assert edit["parts"][0].startswith(receipt)
+    assert plain(edit["parts"][0]).startswith(receipt)
 
 
 async def sent_as(store, outbox_id: int, telegram_message_id: int) -> None:
@@ -219,7 +219,7 @@ async def test_a_card_shows_the_complete_pretty_printed_arguments(store, asker):
     [row] = await card_rows(store, card.id)
 
     assert row["kind"] == OutboxKind.TEXT and row["caption"] is None
-    [text] = row["parts"]
+    [text] = map(plain, row["parts"])
     assert json.dumps(args, indent=2, sort_keys=True, ensure_ascii=False) in text
     assert "Tool: notes.write" in text and "cannot be undone" in text
     buttons = {
@@ -246,7 +246,7 @@ async def test_arguments_too_long_for_a_message_go_as_a_file_with_every_argument
     assert row["kind"] == OutboxKind.DOCUMENT
     [document] = row["parts"]
     assert json.dumps(args, indent=2, sort_keys=True, ensure_ascii=False) in document
-    assert document == cards.card_text(card)
+    assert document == cards.card_text(card)  # kept as HTML; the file gets what it shows
     assert len(row["caption"]) <= cards.CAPTION_LIMIT
     assert "attached file" in row["caption"] and f"card #{card.id}" in row["caption"]
     assert row["reply_markup"]["inline_keyboard"]
@@ -260,7 +260,7 @@ async def test_a_settled_card_starts_with_the_verdict_and_keeps_the_arguments(st
     [row] = await card_rows(store, card.id)
     [edit] = await edits_of(store, row["id"])
 
-    text = edit["parts"][0]
+    text = plain(edit["parts"][0])
     assert text.startswith("❌ Denied by Bob at ")
     assert json.dumps(args, indent=2) in text and "Expires at" not in text
     assert (edit["chat_id"], edit["reply_markup"]) == (CHAT, None)
@@ -281,4 +281,5 @@ async def test_pending_lists_open_cards_and_resend_sends_a_live_copy(store, enqu
     assert [r["chat_id"] for r in rows] == [CHAT, CHAT + 1]
     for row in rows:  # every copy of the card is settled, not just the first
         [edit] = await edits_of(store, row["id"])
-        assert edit["chat_id"] == row["chat_id"] and edit["parts"][0].startswith("✅ Approved")
+        assert edit["chat_id"] == row["chat_id"]
+        assert plain(edit["parts"][0]).startswith("✅ Approved")

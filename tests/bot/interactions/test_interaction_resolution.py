@@ -17,6 +17,7 @@ import pytest
 from bot.actions.audit import AuditEvent
 from bot.chat import codes
 from bot.chat.codes import CodeVerifier
+from bot.chat.text import plain
 from bot.errors import PairingLocked
 from bot.interactions.interaction import (
     InteractionOutcome,
@@ -123,7 +124,7 @@ async def test_an_approve_tap_after_the_deadline_expires_the_card_and_grants_not
     assert await audit_rows(store, AuditEvent.GRANTED) == []
     assert enqueue.continuations() == [("resume", {"task": 7, "interaction_id": card.id})]
     [edit] = await edits_of(store, (await card_rows(store, card.id))[0]["id"])
-    assert edit["parts"][0].startswith("⌛ Expired at ")
+    assert plain(edit["parts"][0]).startswith("⌛ Expired at ")
 
     again = await asker.tap(card.id, "approve", BOB, "Bob", codes_ready=False)
     assert not again.changed and again.text.startswith("Already settled: ⌛ Expired at ")

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
 from bot.chat.outgoing import OutboxKind
+from bot.chat.text import plain
 from bot.monitors.incident import Tap
 from bot.monitors.incidents import Incidents
 from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec, MonitorState
@@ -75,8 +76,8 @@ async def test_three_failures_send_one_card_and_a_steady_down_sends_no_more_befo
     assert await sent(store) == []  # a new monitor that is up says nothing; two failures neither
     await line.check(FAIL)
     [card] = await sent(store)
-    assert card.parts[0].startswith("🔴 site is down")
-    assert "503 Service Unavailable" in card.parts[0]
+    assert plain(card.parts[0]).startswith("🔴 site is down")
+    assert "503 Service Unavailable" in plain(card.parts[0])
     assert labels(card) == ["Ack", "Silence 1h", "Silence 1d"]
     await line.check(FAIL, 60 * 4 - 2)  # up to just before +4 h
     assert len(await sent(store)) == 1
@@ -89,7 +90,7 @@ async def test_a_steady_down_reminds_every_4h_by_the_clock_not_by_checks(monitor
     await line.check(FAIL, 60 * 8 + 5)  # a little past +8 h
     rows = await sent(store)
     reminders = [row for row in rows if row.reply_to_outbox is not None]
-    assert [r.parts[0].split(",")[0] for r in reminders] == ["🔴 Still down: site"] * 2
+    assert [plain(r.parts[0]).split(",")[0] for r in reminders] == ["🔴 Still down: site"] * 2
     first, second = (line.queued_at[rows.index(row)] for row in reminders)
     # ± one tick of the clock (a check a minute): at +4 h and +8 h from the opening.
     assert timedelta(hours=4) <= first - opened < timedelta(hours=4, minutes=1)
@@ -106,7 +107,7 @@ async def test_recovery_after_two_successes_edits_the_card_once(monitors, store)
     rows = await sent(store)
     [card, edit] = rows
     assert edit.kind == OutboxKind.EDIT and edit.edit_of == card.id
-    assert edit.parts[0].startswith("🟢 site recovered after 13 min\n")
+    assert plain(edit.parts[0]).startswith("🟢 site recovered after 13 min\n")
     assert edit.reply_markup is None  # its buttons are gone with the incident
 
 
@@ -128,7 +129,7 @@ async def test_a_restart_owes_exactly_one_still_down_then_the_original_schedule(
     assert await monitors.incidents.after_restart() == 1
     await line.check(FAIL, 5)
     notices = [row for row in await sent(store) if row.reply_to_outbox is not None]
-    assert len(notices) == 1 and "aegis restarted meanwhile" in notices[0].parts[0]
+    assert len(notices) == 1 and "aegis restarted meanwhile" in plain(notices[0].parts[0])
     await line.check(FAIL, 60 * 3)  # to 4.5 h: the reminder came at +4 h, not restart + 4 h
     rows = await sent(store)
     later = [row for row in rows if row.reply_to_outbox is not None][1:]
@@ -151,7 +152,7 @@ async def test_ack_stops_reminders_and_a_second_tap_gets_an_honest_answer(monito
     await line.check(FAIL, 60 * 9)
     rows = await sent(store)
     assert [row.kind for row in rows] == [OutboxKind.TEXT, OutboxKind.EDIT]  # the card, the ack
-    assert "Acknowledged by Ada" in rows[1].parts[0]
+    assert "Acknowledged by Ada" in plain(rows[1].parts[0])
     assert labels(rows[1]) == []  # nothing left to tap: no agent handles monitors here
 
 
@@ -166,12 +167,14 @@ async def test_twenty_changes_in_ten_minutes_make_one_flapping_card_and_at_most_
         await line.check(FAIL)
         await line.check(OK)
     rows = await sent(store)
-    flapping = [row for row in rows if "is flapping" in row.parts[0]]
+    flapping = [row for row in rows if "is flapping" in plain(row.parts[0])]
     assert len(flapping) == 1 and labels(flapping[0]) == ["Ack"]
     assert len(rows) - len(flapping) <= 2
     await line.check(OK, 31 * 3)  # stable for half an hour: the flapping card says so
     edit = (await sent(store))[-1]
-    assert edit.edit_of == flapping[0].id and edit.parts[0].startswith("🟢 site: stable again, up")
+    assert edit.edit_of == flapping[0].id and plain(edit.parts[0]).startswith(
+        "🟢 site: stable again, up"
+    )
 
 
 async def test_racing_checks_open_one_incident(monitors, store):

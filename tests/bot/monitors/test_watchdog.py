@@ -11,6 +11,7 @@ from sqlalchemy import insert, select, update
 
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
+from bot.chat.text import plain
 from bot.monitors.incidents import Incidents
 from bot.monitors.monitor import MonitorKind, MonitorSpec
 from bot.monitors.monitors import Monitors
@@ -33,7 +34,7 @@ async def watchdog(store):
 async def cards(store) -> list[str]:
     async with store.read() as conn:
         rows = (await conn.execute(select(outbox.c.parts).order_by(outbox.c.id))).scalars()
-        return [parts[0] for parts in rows]
+        return [plain(parts[0]) for parts in rows]
 
 
 async def test_a_stopped_clock_raises_one_card_until_the_schedules_run_again(watchdog, store):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.chat.text import visible
+from bot.chat.text import plain, visible
 from bot.chat.views.cards import card_text, pretty_arguments, settled_text
 from bot.interactions.interaction import InteractionStatus
 from tests.helpers.interactions import an_interaction as card
@@ -27,8 +27,8 @@ def test_a_settled_card_says_its_verdict_first_and_no_longer_asks():
         resolved_at=open_card.created_at,
         resolved_by_name="You",
     )
-    assert card_text(open_card).startswith("Approval needed · card #1 · from demo")
-    text = settled_text(settled)
+    assert plain(card_text(open_card)).startswith("Approval needed · card #1 · from demo")
+    text = plain(settled_text(settled))
     assert text.startswith("✅ Approved by You at ")
     assert "Approval needed" not in text and "Expires at" not in text
     assert "Card #1 · from demo" in text and '"path": "a.md"' in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from bot.chat.text import plain
 from bot.chat.views.commands import COMMANDS, INTRO, OUTRO, SECTIONS, help_text, start_text
 
 TELEGRAM_MESSAGE_CHARS = 4096  # https://core.telegram.org/bots/api#sendmessage
@@ -18,7 +19,7 @@ def test_every_name_is_one_telegram_accepts_and_appears_once():
 
 
 def test_help_lists_every_command_on_a_line_of_its_own_under_its_section():
-    under = _section_of_each_line(help_text())
+    under = _section_of_each_line(plain(help_text()))
     for command in COMMANDS:
         [section] = [s for line, s in under.items() if line.startswith(f"{command.usage}: ")]
         assert section == command.section
@@ -33,7 +34,7 @@ def _section_of_each_line(text: str) -> dict:
 
 
 def test_help_keeps_its_intro_its_sections_in_order_and_its_outro():
-    text = help_text()
+    text = plain(help_text())
     assert text.startswith(INTRO + "\n\n") and text.endswith("\n\n" + OUTRO)
     starts = [text.index(f"\n\n{section.title}:") for section in SECTIONS]
     assert starts == sorted(starts)
@@ -48,19 +49,19 @@ def test_every_section_has_a_command_and_every_command_a_listed_section():
 def test_a_command_with_arguments_shows_them_in_its_usage():
     find = next(command for command in COMMANDS if command.name == "find")
     assert find.usage == "/find words"
-    assert find.help_line() == "/find words: search every task"
+    assert plain(find.help_line()) == "/find words: search every task"
 
 
 def test_no_paragraph_is_wrapped_by_hand_the_phone_wraps_them():
     # A line broken inside a sentence ends without its punctuation; on a phone it reads as
     # "waits for your tap / on a card". Command lines ("/find words: …") are lists, not prose.
-    for text in (help_text(), start_text()):
+    for text in (plain(help_text()), plain(start_text())):
         prose = [line for line in text.splitlines() if line and not line.startswith("/")]
         assert all(line.endswith((".", ":", ")", "!", "?")) for line in prose), prose
 
 
 def test_start_is_short_names_only_real_commands_and_leads_to_help():
-    text = start_text()
+    text = plain(start_text())
     assert text.startswith("Hello! I am aegis.") and "/help" in text
     assert len(text) < 500  # a phone's screen, not a wall
     names = {command.name for command in COMMANDS}

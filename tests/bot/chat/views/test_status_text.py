@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from bot.chat.text import plain
 from bot.chat.views.status import StatusReport
 from bot.timeutil import now
 from bot.upkeep.job_runs import JobRun
@@ -16,15 +17,17 @@ def run(number: int, job: str, summary: dict, status: str = "completed") -> JobR
 
 
 def report(latest: list[JobRun], upkeep: JobRun | None) -> str:
-    return StatusReport(
-        processes=[],
-        queue_depths={},
-        outbox={},
-        database="SQLite",
-        broker="Redis",
-        latest_jobs=latest,
-        latest_upkeep=upkeep,
-    ).render()
+    return plain(
+        StatusReport(
+            processes=[],
+            queue_depths={},
+            outbox={},
+            database="SQLite",
+            broker="Redis",
+            latest_jobs=latest,
+            latest_upkeep=upkeep,
+        ).render()
+    )
 
 
 def test_recent_work_is_in_words_with_only_what_it_did():
