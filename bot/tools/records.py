@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bot.chat.text import plain
 from bot.errors import TaskRefused, ToolRefused
 from bot.tasks.notes import NoteKind, add_note
 from bot.tasks.task import Closed, State, Task, parse_label
@@ -71,7 +70,7 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
         task = await tasks.get(args["id"])
         if task is None:
             raise ToolRefused(f"there is no task {args['id']}")
-        return plain(task_detail(task, await tasks.comments(task.id, limit=20)))
+        return task_detail(task, await tasks.comments(task.id, limit=20))
 
     async def create_task(args: dict, caller: Caller) -> dict:
         task = await tasks.create(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.chat.text import plain
 from bot.store.tables import notes, outbox
 from handlers.chat import HELP
 from handlers.gate import REFUSAL
@@ -156,7 +157,7 @@ async def test_an_album_is_one_task_with_one_reply_and_every_photo(stack):
     await owner_marker(stack)  # every earlier update is handled once this is answered
 
     texts = await texts_after(stack, first["message_id"])
-    assert texts == ["Captured as task 1: Holiday" + WHERE, HELP]
+    assert texts == ["Captured as task 1: Holiday" + WHERE, plain(HELP)]
     [row] = await task_rows(stack)
     assert row.body == "Holiday"
     assert [a["kind"] for a in row.attachments] == ["photo"] * 3
@@ -192,7 +193,7 @@ async def test_the_same_update_delivered_twice_makes_one_task_and_one_reply(stac
     sent = await drained(stack)
     assert [row.idempotency_key for row in sent].count(f"reply:{update_id}") == 1
     texts = await texts_after(stack, opened["message_id"])
-    assert texts == [reply["text"], HELP]
+    assert texts == [reply["text"], plain(HELP)]
     assert len(await task_rows(stack)) == 1
 
     # The same message in a new update (a client resending it) is answered, not captured.

@@ -4,18 +4,13 @@ of the test's but those given, and ports of its own (tests run side by side)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.ports import free_port
+
 AEGIS = [sys.executable, "-m", "aegis.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def aegis_environment(**env: str) -> dict[str, str]:

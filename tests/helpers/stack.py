@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,14 +24,9 @@ from emulator import DEFAULT_USER, EmulatorState
 from emulator.client import EmulatorClient
 from jobs import load_actors
 from jobs.enqueue import make_enqueue
+from tests.helpers.ports import free_port
 
 OWNER_CHAT = DEFAULT_USER["id"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def make_settings(data_dir: Path, database_url: str, redis_url: str, **overrides: Any) -> Settings:
