@@ -65,3 +65,14 @@ async def page() -> AsyncIterator:
 
     async with phone_page() as opened:
         yield opened
+
+
+@pytest.fixture
+async def aegis(tmp_path, redis_server_url: str, redis_namespace: str) -> AsyncIterator:
+    """The whole of aegis on SQLite with its built-in emulator, for the chat page to talk to."""
+    from tests.helpers.stack import make_settings, running_stack
+
+    database = f"sqlite+aiosqlite:///{tmp_path / 'aegis.sqlite3'}"
+    settings = make_settings(tmp_path / "data", database, redis_server_url)
+    async with running_stack(settings, namespace=redis_namespace) as stack:
+        yield stack

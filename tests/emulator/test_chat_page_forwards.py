@@ -4,21 +4,9 @@ builds them, so each channel post is its own task and the same message forwarded
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from aegis.botapi.endpoint import EMULATOR_PREFIX, emulator_key
-from tests.helpers.stack import OWNER_CHAT, make_settings, running_stack
+from tests.helpers.stack import OWNER_CHAT
 from tests.helpers.task_chat import task_rows
-
-
-@pytest.fixture
-async def aegis(tmp_path, redis_server_url: str, redis_namespace: str) -> AsyncIterator:
-    database = f"sqlite+aiosqlite:///{tmp_path / 'aegis.sqlite3'}"
-    settings = make_settings(tmp_path / "data", database, redis_server_url)
-    async with running_stack(settings, namespace=redis_namespace) as stack:
-        yield stack
 
 
 async def forward(page, kind: str, name: str, text: str) -> str:

@@ -12,27 +12,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from aegis.botapi.endpoint import EMULATOR_PREFIX, emulator_key
 from tests.helpers.chat_page import bubble
-from tests.helpers.stack import make_settings, running_stack
 from tests.helpers.task_chat import task_rows
 
 # JavaScript: the labels of the page's buttons whose text does not fit (cut with an ellipsis).
 CLIPPED = """() => [...document.querySelectorAll('.kbd button, .kbd a')]
     .filter((b) => b.scrollWidth > b.clientWidth + 1).map((b) => b.textContent)"""
-
-
-@pytest.fixture
-async def aegis(tmp_path, redis_server_url: str, redis_namespace: str) -> AsyncIterator:
-    database = f"sqlite+aiosqlite:///{tmp_path / 'aegis.sqlite3'}"
-    settings = make_settings(tmp_path / "data", database, redis_server_url)
-    async with running_stack(settings, namespace=redis_namespace) as stack:
-        yield stack
 
 
 @pytest.fixture
