@@ -9,6 +9,7 @@ from telegram.ext import ContextTypes
 
 from bot.chat.briefing import BRIEFING_KIND
 from bot.chat.callbacks import CallbackData
+from bot.chat.text import Html
 from bot.chat.views.reminders import waiting_lines
 from bot.chat.views.schedules import SCHEDULE_KIND, schedules_view
 from bot.errors import ScheduleRefused
@@ -51,7 +52,7 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE, data: Ca
         return
     await query.answer(answer)
     text, markup = await _view(svc, update.effective_chat.id)
-    await edit_tapped(update, context, f"{answer}\n\n{text}", markup)  # the listing, in place
+    await edit_tapped(update, context, Html("\n\n").join([answer, text]), markup)  # in place
 
 
 async def _act(svc: Services, name: str, choice: str) -> str | None:
@@ -107,4 +108,4 @@ async def _view(svc: Services, chat_id: int):
     zone = svc.platform.settings.zone
     text, markup = schedules_view(svc.signer, rows, svc.platform.agents, zone)
     waiting = await svc.platform.reminders.waiting(chat_id)
-    return "\n".join([text, *waiting_lines(waiting, zone)]), markup
+    return Html("\n").join([text, *waiting_lines(waiting, zone)]), markup

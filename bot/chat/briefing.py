@@ -16,7 +16,7 @@ from sqlalchemy import func, or_, select
 from bot.agents.agent_run import AgentRun, RunState
 from bot.agents.agent_runs import AgentRuns
 from bot.chat.callbacks import CallbackSigner
-from bot.chat.text import clip, visible
+from bot.chat.text import Html, clip, html, visible
 from bot.chat.views.tasks import task_line
 from bot.interactions.interaction import Interaction
 from bot.interactions.interactions import Interactions
@@ -76,7 +76,7 @@ async def _runs_since(runs: AgentRuns, since: datetime) -> tuple[list[AgentRun],
 
 
 def briefing_view(signer: CallbackSigner, briefing: Briefing) -> tuple[str, dict[str, Any] | None]:
-    lines = [f"Daily briefing · {briefing.day}", ""]
+    lines = [html("<b>Daily briefing</b> · {}", briefing.day), ""]
     lines += _next_section(briefing.next_tasks)
     lines += ["", *_waiting_section(briefing)]
     lines += ["", *_runs_section(briefing)]
@@ -86,13 +86,14 @@ def briefing_view(signer: CallbackSigner, briefing: Briefing) -> tuple[str, dict
         buttons.append(_button(signer, BRIEFING_KIND, "next", "go", "Show /next"))
     if briefing.waiting_total:
         buttons.append(_button(signer, BRIEFING_KIND, "pending", "go", "Pending cards"))
-    return "\n".join(lines), {"inline_keyboard": [buttons]} if buttons else None
+    return Html("\n").join(lines), {"inline_keyboard": [buttons]} if buttons else None
 
 
 def _next_section(page: Page) -> list[str]:
     if not page.total:
-        return ["@next: nothing. /inbox shows what waits for triage."]
-    lines = [f"@next: {page.shown_total()} {'task' if page.total == 1 else 'tasks'}"]
+        return [html("<b>@next</b>: nothing. /inbox shows what waits for triage.")]
+    tasks = "task" if page.total == 1 else "tasks"
+    lines = [html("<b>@next</b>: {} {}", page.shown_total(), tasks)]
     lines += [f"  {task_line(task)}" for task in page.tasks]
     if page.has_next:
         lines.append("  … /next shows them all")
@@ -101,9 +102,9 @@ def _next_section(page: Page) -> list[str]:
 
 def _waiting_section(briefing: Briefing) -> list[str]:
     if not briefing.waiting_total:
-        return ["Waiting on you: nothing."]
+        return [html("<b>Waiting on you</b>: nothing.")]
     total = briefing.waiting_total
-    lines = [f"Waiting on you: {total} {'card' if total == 1 else 'cards'}"]
+    lines = [html("<b>Waiting on you</b>: {} {}", total, "card" if total == 1 else "cards")]
     for card in briefing.waiting:
         prompt = visible(clip(" ".join(card.prompt.split()), 80))
         lines.append(f"  #{card.id} {card.agent}: {prompt} (since {short_time(card.created_at)})")
@@ -114,12 +115,12 @@ def _waiting_section(briefing: Briefing) -> list[str]:
 
 def _runs_section(briefing: Briefing) -> list[str]:
     if not briefing.runs_total:
-        return ["Ran in the last 24 h: nothing."]
+        return [html("<b>Ran in the last 24 h</b>: nothing.")]
     counts = ", ".join(
         f"{count} {RunState(status).value.replace('_', ' ')}"
         for status, count in sorted(briefing.run_counts.items())
     )
-    lines = [f"Ran in the last 24 h: {counts}"]
+    lines = [html("<b>Ran in the last 24 h</b>: {}", counts)]
     for run in briefing.runs:
         status = run.status.value.replace("_", " ")
         where = f" (schedule {run.schedule})" if run.schedule else ""

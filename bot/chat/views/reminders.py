@@ -8,6 +8,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from bot.chat.callbacks import CallbackSigner
+from bot.chat.text import Html, bold, html
 from bot.reminders.reminders import Reminder
 from bot.timeutil import local_time
 
@@ -23,7 +24,7 @@ def card(
     signer: CallbackSigner, reminder: Reminder, zone: tzinfo | None, *, late_since: datetime | None
 ) -> tuple[str, dict[str, Any]]:
     """The card of a due reminder; ``late_since``: it was due then and aegis was not running."""
-    lines = [f"⏰ {reminder.text}"]
+    lines = [bold(f"⏰ {reminder.text}")]
     if late_since is not None:
         lines.append(
             f"(late: it was due {local_time(late_since, zone)}, while aegis was not running)"
@@ -32,19 +33,21 @@ def card(
         {"text": label, "callback_data": signer.sign(REMIND_KIND, str(reminder.id), choice)}
         for choice, label in CHOICES
     ]
-    return "\n".join(lines), {"inline_keyboard": [buttons]}
+    return Html("\n").join(lines), {"inline_keyboard": [buttons]}
 
 
-def done_text(reminder: Reminder) -> str:
-    return f"✅ {reminder.text}\nDone."
+def done_text(reminder: Reminder) -> Html:
+    return html("<b>✅ {}</b>\nDone.", reminder.text)
 
 
-def snoozed_text(reminder: Reminder, zone: tzinfo | None) -> str:
-    return f"⏰ {reminder.text}\nSnoozed until {local_time(reminder.due_at, zone)}."
+def snoozed_text(reminder: Reminder, zone: tzinfo | None) -> Html:
+    return html("<b>⏰ {}</b>\nSnoozed until {}.", reminder.text, local_time(reminder.due_at, zone))
 
 
 def waiting_lines(waiting: list[Reminder], zone: tzinfo | None) -> list[str]:
     """For /schedules: the reminders still to come."""
     if not waiting:
         return []
-    return ["", "Reminders:"] + [f"• {local_time(r.due_at, zone)} · {r.text}" for r in waiting]
+    return ["", html("<b>Reminders</b>:")] + [
+        f"• {local_time(r.due_at, zone)} · {r.text}" for r in waiting
+    ]

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.agents.profiles import AgentProfile, with_tag
 from bot.chat.callbacks import MAX_CALLBACK_BYTES, CallbackSigner
-from bot.chat.text import visible
+from bot.chat.text import Html, html, visible
 from bot.timeutil import local_time, short_time
 from bot.upkeep.schedules import BUILTIN, CHAT, ScheduleRow
 
@@ -32,17 +32,21 @@ def schedules_view(
     # The owner's first, then aegis's own, marked as built in (rows come in that order too).
     yours = [row for row in rows if row.source != BUILTIN]
     builtin = [row for row in rows if row.source == BUILTIN]
-    lines = ["Schedules:"] if yours else ["Schedules: none of yours yet (/every makes one)."]
+    lines = (
+        [html("<b>Schedules</b>:")]
+        if yours
+        else [html("<b>Schedules</b>: none of yours yet (/every makes one).")]
+    )
     buttons = []
     for group in (yours, builtin):
         if group is builtin and builtin:
-            lines.append("\nBuilt in:")
+            lines += ["", html("<b>Built in</b>:")]
         for row in group:
             lines += schedule_lines(row, agents, zone)
             if _fits(row.name) and not row.always_on:  # no switch for what stays on
                 buttons.append(_buttons(signer, row))
     lines.append("\nA change takes effect at the clock's next tick.")
-    return "\n".join(lines), {"inline_keyboard": buttons} if buttons else None
+    return Html("\n").join(lines), {"inline_keyboard": buttons} if buttons else None
 
 
 def _buttons(signer: CallbackSigner, row: ScheduleRow) -> list[dict[str, str]]:
