@@ -38,6 +38,9 @@ _SIMPLE_TAGS = {
 _COMMAND_RE = re.compile(r"(?<![\w/<>])/[A-Za-z0-9_]{1,64}(?:@[A-Za-z0-9_]{3,32})?(?![\w/<>])")
 
 
+_STRAY_LT = re.compile(r"<(?!/?[A-Za-z])")  # a '<' that starts no tag
+
+
 def utf16_len(text: str) -> int:
     """Entity offsets and lengths are counted in UTF-16 code units."""
     return len(text.encode("utf-16-le")) // 2
@@ -75,6 +78,10 @@ class _HtmlEntities(HTMLParser):
 
     def parse(self) -> tuple[str, list[dict[str, Any]]]:
         """Feed the whole source and return (plain text, entities sorted by offset)."""
+        stray = _STRAY_LT.search(self.source)
+        if stray:  # Python's parser would keep it as text; Telegram refuses it
+            prefix = len(self.source[: stray.start()].encode())
+            raise self._error(f"Unexpected '<' at byte offset {prefix}: write &lt;")
         self.feed(self.source)
         self.close()
         if self.stack:

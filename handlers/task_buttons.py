@@ -144,9 +144,9 @@ async def _assigned(update: Update, context: Context, task_id: int, agent: str) 
 async def _settle(update: Update, context: Context, task_id: int, line: str, rows) -> None:
     """Edit the tapped message: this task's buttons replaced by ``rows``, ``line`` added."""
     message = update.callback_query.message
-    text = getattr(message, "text", None)
-    if not text:  # too old for Telegram to show it to us: the answer to the tap says it all
-        return
+    if not getattr(message, "text", None):  # too old for Telegram to show it to us: the
+        return  # answer to the tap says it all
+    text = message.text_html  # as it was formatted: the edit keeps its bold heading
     markup = message.reply_markup.to_dict() if message.reply_markup else None
     signer = services(context).signer
     edited, keyboard = views.settled(signer, text, markup, task_id, line, rows)

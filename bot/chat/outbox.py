@@ -52,7 +52,7 @@ from bot.chat.outgoing import (
     OutgoingMessage,
     split_text,
 )
-from bot.chat.text import escape
+from bot.chat.text import escape, plain
 from bot.errors import BrokerError, LeaseLost
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import outbox
@@ -331,9 +331,10 @@ class Outbox:
 
     def _row(self, chat_id, text, reply_markup, reply_to_message_id, idempotency_key) -> dict:
         text = escape(text)
-        if not text.strip():
+        shown = plain(text)
+        if not shown.strip():
             raise ValueError("an outgoing message needs some text")
-        is_file = len(text) > self.file_over_chars
+        is_file = len(shown) > self.file_over_chars
         return {
             "chat_id": chat_id,
             "thread_id": None,

@@ -27,13 +27,16 @@ async def test_a_title_that_looks_like_html_is_shown_as_written_everywhere(stack
     for command in ("/next", "/task 1", "/find rent"):
         _, shown = await say(stack, command)
         assert HOSTILE in shown["text"], command
+        # Its own bold heading: a view that forgot to escape would be refused by Telegram and
+        # sent as written, without any formatting.
+        assert "bold" in formatted(shown), command
         assert "italic" not in formatted(shown) and "pre" not in formatted(shown), command
 
     _, run = await say(stack, f"/run demo {HOSTILE}")
-    assert HOSTILE in run["text"]
+    assert HOSTILE in run["text"] and "bold" in formatted(run)
     card = await _card(stack)
     assert HOSTILE in card["text"] and "Approve" in buttons(card)
-    assert "italic" not in formatted(card)
+    assert "bold" in formatted(card) and "italic" not in formatted(card)
 
 
 async def _card(stack) -> dict:

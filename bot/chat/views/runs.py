@@ -65,7 +65,7 @@ def agents_view(agents: dict[str, AgentProfile], activity: dict[str, dict[str, A
     return "\n".join(lines)
 
 
-def progress_text(run: AgentRun, moment: datetime | None = None) -> str:
+def progress_text(run: AgentRun, moment: datetime | None = None) -> Html:
     """The run's one message, edited in place as it goes."""
     moment = moment or now()
     head = html("<b>Run #{}</b> · {} · {}", run.id, run.agent, run.status.value.replace("_", " "))

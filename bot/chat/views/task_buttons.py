@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.chat.callbacks import CallbackSigner
+from bot.chat.text import Html
 from bot.tasks.task import State, Task
 
 TASK_KIND = "task"
@@ -121,10 +122,11 @@ def settled(
     task_id: int,
     line: str,
     rows: list[list[dict]],
-) -> tuple[str, dict | None]:
-    """The tapped message as it reads now: the task's buttons replaced by ``rows`` (where they
-    were), the receipt's question gone, and ``line`` saying what happened in place of what an
-    earlier tap on this task said. Other tasks' buttons on the message stay."""
+) -> tuple[Html, dict | None]:
+    """The tapped message (``text``: its HTML, as Telegram gave it back) as it reads now: the
+    task's buttons replaced by ``rows`` (where they were), the receipt's question gone, and
+    ``line`` saying what happened in place of what an earlier tap on this task said. Other
+    tasks' buttons on the message stay."""
     keyboard = (markup or {}).get("inline_keyboard", [])
     kept: list[list[dict]] = []
     placed = False
@@ -138,8 +140,8 @@ def settled(
     if not placed:
         kept += rows
     earlier = re.compile(rf"^(?:{'|'.join(MARKS)}) Task {task_id}\b")
-    lines = [x for x in text.split("\n") if x != WHERE and not earlier.match(x)]
-    return "\n".join([*lines, line]), {"inline_keyboard": kept} if kept else None
+    lines = [Html(x) for x in text.split("\n") if x != WHERE and not earlier.match(x)]
+    return Html("\n").join([*lines, line]), {"inline_keyboard": kept} if kept else None
 
 
 def is_numbered(signer: CallbackSigner, markup: dict | None, task_id: int) -> bool:

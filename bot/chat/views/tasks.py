@@ -42,7 +42,7 @@ BUTTONS_PER_PAGE = 5  # tasks with their own row of buttons, on one page
 COMMENT_CHARS = 600  # each comment shown by /task; five of them fit one message
 
 
-def captured_text(captured: Captured) -> str:
+def captured_text(captured: Captured) -> Html:
     task = captured.task
     if captured.new:
         whose = f" for {task.assignee}" if task.assignee else ""
@@ -107,7 +107,7 @@ def found_view(
     return Html("\n").join(lines), {"inline_keyboard": rows} if rows else None
 
 
-def task_detail(task: Task, comments: list[str] | None = None) -> str:
+def task_detail(task: Task, comments: list[str] | None = None) -> Html:
     lines = [html("<b>Task {}</b> [{}]: {}", task.id, task.describe_state(), _title(task))]
     if task.body and task.body != task.title:
         lines += ["", visible(task.body)]
