@@ -21,7 +21,7 @@ from bot.monitors.incident import SILENCES, Tap
 from bot.monitors.monitor import MonitorKind, MonitorSpec
 from bot.monitors.specs import WATCH_USAGE, parse_watch
 from bot.timeutil import now, short_time
-from handlers.services import Services, reply, services
+from handlers.services import Services, edit_tapped, reply, services
 from policies.canonical import approval_hash
 
 KINDS = (views.MONITOR_KIND, views.INCIDENT_KIND)
@@ -77,6 +77,11 @@ async def show(update: Update, context: Context) -> None:
 
 async def on_button(update: Update, context: Context, data: CallbackData) -> None:
     query = update.callback_query
+    if data.kind == views.MONITOR_KIND and data.id == views.PAGE and data.choice.isdigit():
+        text, markup = await _view(services(context), page=int(data.choice))
+        await edit_tapped(update, context, text, markup)  # the page turns in place
+        await query.answer()
+        return
     if not data.id.isdigit():
         await query.answer("That button no longer does anything; nothing was done.")
         return
@@ -133,7 +138,7 @@ async def _monitor_tap(svc: Services, monitor_id: int, choice: str) -> str:
     return f"#{monitor.id} {monitor.name} {verb}."
 
 
-async def _view(svc: Services):
+async def _view(svc: Services, page: int = 0):
     monitors = svc.platform.monitors
     return views.monitors_view(
         await monitors.all(),
@@ -141,4 +146,5 @@ async def _view(svc: Services):
         svc.signer,
         now(),
         await monitors.processes.watching(),
+        page=page,
     )

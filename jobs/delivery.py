@@ -32,7 +32,7 @@ from telegram.warnings import PTBUserWarning
 from aegis.botapi.http import BotApiServerError
 from bot.chat.outbox import LEASE as RECORD_FOR
 from bot.chat.outgoing import OutboxKind, OutgoingMessage, outgoing_path, split_text
-from bot.chat.text import plain
+from bot.chat.text import MESSAGE_LIMIT, clip, plain
 from bot.chat.undelivered import (
     SERVER_ERRORS_IN_A_ROW,
     seconds_before_next_try,
@@ -375,7 +375,9 @@ def _as_written(message: OutgoingMessage, fields: dict) -> dict:
     before the outbox kept HTML, or a view's mistake. It arrives as written, tags and all,
     rather than not at all."""
     logger.warning("outbox %s: Telegram could not parse its HTML; sent as written", message.id)
-    return {key: value for key, value in fields.items() if key != "parse_mode"}
+    written = {key: value for key, value in fields.items() if key != "parse_mode"}
+    written["text"] = clip(written["text"], MESSAGE_LIMIT)  # a part fits by what it shows
+    return written
 
 
 async def _send_file(res, message: OutgoingMessage, markup, reply):

@@ -19,7 +19,8 @@ from bot.timeutil import short_time
 INCIDENT_KIND = "inc"
 MONITOR_KIND = "mon"
 RUN_PREFIX = "r"
-MONITOR_BUTTONS_FOR = 15  # /monitors gives buttons to this many monitors, the rest are listed
+MONITORS_PER_PAGE = 10  # a page of /monitors, each with its buttons: well within one message
+PAGE = "page"  # the id of a page button's callback (mon:page:<n>); a monitor's id is a number
 ERROR_CHARS = 300
 STATE_MARKS = {
     MonitorState.UP: "🟢 up",
@@ -138,26 +139,41 @@ def monitors_view(
     signer: CallbackSigner,
     moment: datetime,
     processes: Sequence[ProcessWatch] = (),
+    page: int = 0,
 ) -> tuple[str, dict[str, Any] | None]:
+    """Page ``page`` (from 0) of the monitors, each with its buttons, and the pages around it;
+    the processes watched for runs come under the first page."""
     if not monitors and not processes:
         return (
             "Nothing is watched yet. Try /watch https://example.org every 1m, or declare "
             "monitors: in aegis.yaml.",
             None,
         )
+    pages = max(1, -(-len(monitors) // MONITORS_PER_PAGE))
+    page = min(max(page, 0), pages - 1)
+    shown = monitors[page * MONITORS_PER_PAGE : (page + 1) * MONITORS_PER_PAGE]
     lines = [bold(f"Monitors ({len(monitors)}):")] if monitors else []
     rows = []
-    for monitor in monitors:
+    for monitor in shown:
         lines += monitor_lines(monitor, uptimes.get(monitor.id), moment)
-        if len(rows) < MONITOR_BUTTONS_FOR:
-            rows.append(_monitor_buttons(monitor, signer))
-    if len(monitors) > MONITOR_BUTTONS_FOR:
-        lines.append(f"\nButtons for the first {MONITOR_BUTTONS_FOR}.")
-    if processes:
+        rows.append(_monitor_buttons(monitor, signer))
+    if pages > 1:
+        lines.append(f"\nPage {page + 1} of {pages}.")
+        rows += _pager(signer, page, pages)
+    if processes and page == 0:
         lines.append(f"\nProcesses watched for runs ({len(processes)}):")
         for watch in processes:
             lines += process_lines(watch)
     return Html("\n").join(lines), {"inline_keyboard": rows} if rows else None
+
+
+def _pager(signer: CallbackSigner, page: int, pages: int) -> list[list[dict[str, str]]]:
+    def button(text: str, to: int) -> dict[str, str]:
+        return {"text": text, "callback_data": signer.sign(MONITOR_KIND, PAGE, str(to))}
+
+    row = [button("‹ Previous", page - 1)] if page > 0 else []
+    row += [button("Next ›", page + 1)] if page + 1 < pages else []
+    return [row]
 
 
 def process_lines(watch: ProcessWatch) -> list[str]:

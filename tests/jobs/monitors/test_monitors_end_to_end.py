@@ -297,3 +297,31 @@ async def test_every_process_restarted_mid_incident_owes_exactly_one_still_down(
     [incident] = await again.services.platform.monitors.incidents.open_ones()
     assert incident.reminders == 1 and not incident.restart_notice
     assert incident.next_remind_at == incident.opened_at + timedelta(hours=4)  # the original
+
+
+async def test_monitors_pages_a_long_list_and_a_page_turns_in_place(stack, target):
+    watched = stack.services.platform.monitors
+    for number in range(25):
+        url = f"{target['url']}?n={number}"  # one target twice is one monitor
+        await watched.watch(MonitorSpec(f"site-{number:02}", MonitorKind.HTTP, url))
+    listing = await answer_to(stack, "/monitors", r"^Monitors \(25\):")
+    assert "Page 1 of 3." in listing["text"] and len(listing["text"]) < 4096
+    assert "site-09" in listing["text"] and "site-10" not in listing["text"]
+    labels = buttons(listing)
+    assert "Next ›" in labels and "‹ Previous" not in labels
+
+    async def turned(to: str):
+        [shown] = [
+            m for m in await stack.bot_messages() if m["message_id"] == listing["message_id"]
+        ]
+        return shown if to in shown["text"] else None
+
+    await tap(stack, listing, "Next ›")
+    second = await eventually(lambda: turned("Page 2 of 3."))
+    assert "site-10" in second["text"] and "site-09" not in second["text"]
+    assert {"‹ Previous", "Next ›"} <= set(buttons(second))
+    await tap(stack, second, "Next ›")
+    last = await eventually(lambda: turned("Page 3 of 3."))
+    assert "site-24" in last["text"] and "Next ›" not in buttons(last)
+    # No new message: every page was the one message, edited.
+    assert len([m for m in await stack.bot_messages() if "Monitors (25)" in m["text"]]) == 1
