@@ -18,7 +18,7 @@ from handlers.services import place_of, reply, services
 logger = logging.getLogger(__name__)
 CODE = re.compile(r"^\s*\d{6}\s*$")
 PENDING_AT_ONCE = 10
-AUDIT_LINES = 20
+AUDIT_LINES = 10  # with DETAIL_CHARS (bot/chat/views/audit.py), one message
 NO_CARD_OWES_A_CODE = "No card is waiting for a code, so I did not keep this one anywhere."
 
 

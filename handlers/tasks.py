@@ -30,6 +30,7 @@ from handlers.services import Services, edit_tapped, place_of, reply, reply_row,
 PAGE_SIZE = 20
 FOUND_PER_PAGE = 10
 RECALLED = 5
+NOTE_CHARS = 600  # of each note /recall shows: five of them fit one message
 
 
 async def capture(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -141,7 +142,7 @@ async def recall(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     shown = f", the newest {len(found)}" if total > len(found) else ""
     lines = [f"{total} note{'s' if total != 1 else ''}{shown}:"]
     for item in found:
-        lines += ["", f"[{_source(item)}] {visible(item.text)}"]
+        lines += ["", f"[{_source(item)}] {visible(clip(item.text, NOTE_CHARS))}"]
     await reply(update, context, "\n".join(lines))
 
 

@@ -8,8 +8,10 @@ follows on its line.
 from __future__ import annotations
 
 from bot.actions.audit import AuditEntry, AuditEvent
-from bot.chat.text import Html, bold, html, visible
+from bot.chat.text import Html, bold, clip, html, visible
 from bot.timeutil import short_time
+
+DETAIL_CHARS = 200  # of each record's sentence: the latest decisions fit one message
 
 # The events in words. An event added later reads as its own name until it is given words here.
 WORDS = {
@@ -49,4 +51,4 @@ def audit_entry(entry: AuditEntry, names: dict[int, str]) -> Html:
         head += html(" · <code>{}</code>", visible(entry.tool))
     if entry.user_id:
         head += html(" · by {}", visible(names.get(entry.user_id) or f"owner {entry.user_id}"))
-    return head + "\n" + visible(entry.detail)
+    return head + "\n" + visible(clip(entry.detail, DETAIL_CHARS))

@@ -43,3 +43,13 @@ def test_what_an_agent_wrote_is_shown_as_written_and_oldest_comes_first():
 
 def test_an_empty_trail_says_so():
     assert audit_text([], {}) == "The audit trail is empty so far."
+
+
+def test_the_latest_decisions_fit_one_message_however_long_their_records():
+    from bot.chat.text import MESSAGE_LIMIT
+    from handlers.interactions import AUDIT_LINES
+
+    long = entry(AuditEvent.DENIED, "x" * 2000, agent="a" * 40, tool="t" * 60, user_id=123456789)
+    shown = plain(audit_text([long] * AUDIT_LINES, {}))
+    assert len(shown) <= MESSAGE_LIMIT
+    assert "x" * 199 + "…" in shown
