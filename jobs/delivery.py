@@ -407,7 +407,7 @@ async def _edit(res, message: OutgoingMessage, markup) -> int:
     if target is None or not target["telegram_message_ids"]:
         raise BadRequest(f"outbox {message.edit_of} sent no message to edit")
     message_id = target["telegram_message_ids"][-1]
-    text = split_text(message.parts[0])[0]  # an edit is one message
+    text = _one_message(message.parts[0])
     try:
         if target["kind"] in (OutboxKind.DOCUMENT, OutboxKind.FILE):
             await res.bot.edit_message_caption(
@@ -419,6 +419,12 @@ async def _edit(res, message: OutgoingMessage, markup) -> int:
         if "not modified" not in exc.message:  # the same edit, already made by an earlier try
             raise
     return message_id
+
+
+def _one_message(text: str) -> str:
+    """An edit is one message: what does not fit is cut at a line, and the cut says so."""
+    parts = split_text(text, MESSAGE_LIMIT - 2)
+    return parts[0] + "\n…" if len(parts) > 1 else parts[0]
 
 
 async def _edit_text(bot, message: OutgoingMessage, message_id: int, text: str, markup) -> None:

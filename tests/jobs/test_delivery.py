@@ -78,6 +78,18 @@ async def _queued_quietly(stack, conn) -> int:
     return await stack.services.platform.outbox.add(conn, OWNER_CHAT, "placeholder")
 
 
+async def test_an_edit_too_long_for_a_message_is_cut_and_says_so(stack):
+    outbox = stack.services.platform.outbox
+    sent = await settled_row(stack, await outbox.send(OWNER_CHAT, "short"))
+    lines = [f"line {number} <of> many" for number in range(400)]
+    edit = await outbox.send_edit(OWNER_CHAT, "\n".join(lines), edit_of=sent["id"])
+    assert (await settled_row(stack, edit))["status"] == "sent"
+    [message] = await stack.bot_messages()
+    assert len(message["text"]) <= 4096 and message["text"].endswith("\n…")
+    shown = message["text"].removesuffix("\n…").split("\n")
+    assert shown == lines[: len(shown)]  # whole lines, as written, from the start
+
+
 async def test_a_polled_batch_asks_for_one_delivery_per_chat_which_sends_its_replies_in_order(
     stack,
 ):
