@@ -437,7 +437,8 @@ async def _edit_text(bot, message: OutgoingMessage, message_id: int, text: str, 
         if not _unparsable(exc):
             raise
         logger.warning("outbox %s: Telegram could not parse its HTML; edited as is", message.id)
-        await bot.edit_message_text(text, message.chat_id, message_id, reply_markup=markup)
+        written = clip(text, MESSAGE_LIMIT)  # as _as_written: fits by what it shows
+        await bot.edit_message_text(written, message.chat_id, message_id, reply_markup=markup)
 
 
 def _send_later(outbox_id: int, delay_ms: int) -> None:
