@@ -36,7 +36,9 @@ from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.upkeep.job_runs import JobRunRecord, JobRunStatus
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
 from federation import server as federation_server
+from federation.acting import Acting
 from federation.links import Peers
+from federation.requests import PeerRequests
 from handlers.application import BOT_COMMANDS, build_application
 from handlers.intake import Intake
 from handlers.services import Services
@@ -123,10 +125,12 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
         _supervised(_beat(services.platform.heartbeats, "web", stop)),
         _supervised(_watch_aegis(services.platform, stop)),
     ]
+    # Calls held on their cards: the MCP server's agents' and the peers' requests.
+    held = HeldCalls(services.platform.actions, hold=settings.mcp_hold_seconds)
     async with contextlib.AsyncExitStack() as stack:
-        context.mcp = await _start_mcp(stack, settings, services)
+        context.mcp = await _start_mcp(stack, settings, services, held)
         app[federation_server.SERVED].federation = await stack.enter_async_context(
-            serving_peers(context, store)
+            serving_peers(context, store, held)
         )
         yield
         stop.set()
@@ -138,7 +142,7 @@ async def telegram_context(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _start_mcp(
-    stack: contextlib.AsyncExitStack, settings: Settings, services
+    stack: contextlib.AsyncExitStack, settings: Settings, services, held: HeldCalls
 ) -> Listener | None:
     """The MCP server on its loopback port. If it cannot listen the bot still runs, and the
     log and /healthz say why agents cannot reach it."""
@@ -147,7 +151,7 @@ async def _start_mcp(
     tools = {  # aegis.mcp.server.ServedTools, made when the first client connects
         "platform": platform,
         "tokens": platform.tokens,
-        "held": HeldCalls(platform.actions, hold=settings.mcp_hold_seconds),
+        "held": held,
         "owner_chat": chats[0] if chats else None,
     }
     try:
@@ -179,9 +183,11 @@ def _services(settings: Settings, store, context: WebContext) -> Services:
 
 
 @contextlib.asynccontextmanager
-async def serving_peers(context: WebContext, store) -> AsyncIterator[federation_server.Federation]:
-    """The federation route's checks and its one action, ``status``: this aegis's health,
-    version and queue depths, as a peer may ask for them."""
+async def serving_peers(
+    context: WebContext, store, held: HeldCalls
+) -> AsyncIterator[federation_server.Federation]:
+    """The federation route: its checks, ``status`` (this aegis's health, version and queue
+    depths, as a peer may ask for them) and the peers' requests, held on their cards."""
     settings = context.settings
     depths = make_queue_depths(context.broker)
 
@@ -201,7 +207,10 @@ async def serving_peers(context: WebContext, store) -> AsyncIterator[federation_
 
     peers = Peers(store, SecretFiles(settings.data_dir))
     client = loop_client(waiting_beyond=NONCE_CONNECTIONS)
-    async with federation_server.serving(peers, client, context.broker.namespace, status) as fed:
+    chats = owner_chats(settings)
+    acting = Acting(PeerRequests(store), held, chats[0] if chats else None)
+    namespace = context.broker.namespace
+    async with federation_server.serving(peers, client, namespace, status, acting) as fed:
         yield fed
 
 

@@ -25,10 +25,12 @@ from yarl import URL
 from bot.errors import PeerLinkRefused, PeerRefused, PeerUnreachable
 from federation.invitations import Invitation, link_secret
 from federation.links import Direction, Peer, Peers
-from federation.server import CLAIM_PATH, STATUS_PATH
+from federation.requests import PeerRequest, RequestState
+from federation.server import CLAIM_PATH, REQUESTS_PATH, STATUS_PATH
 from federation.signing import Signer
 
 LONGEST_ANSWER = 1_048_576
+STATES = {str(state) for state in RequestState}
 
 
 class PeerClient:
@@ -43,6 +45,22 @@ class PeerClient:
     async def status(self, name: str) -> dict[str, Any]:
         """The peer's health, version and queue depths."""
         return await self.ask(name, "POST", STATUS_PATH, {})
+
+    async def request(self, request: PeerRequest, *, wait: float = 0.0) -> dict[str, Any]:
+        """Send our request (federation/requests.py) to its peer, or send it again: the peer
+        makes it the first time it sees its id and otherwise answers how it stands, once it
+        has ended or ``wait`` seconds have passed. The answer has its ``state``."""
+        payload = {
+            "id": request.request_id,
+            "action": request.action,
+            "args": request.args,
+            "agent": request.agent,
+            "wait": wait,
+        }
+        answer = await self.ask(request.peer, "POST", REQUESTS_PATH, payload, waits=wait)
+        if answer.get("id") != request.request_id or answer.get("state") not in STATES:
+            raise PeerUnreachable(f"{request.peer} answered the request in a form we do not know")
+        return answer
 
     async def link(self, name: str, invitation: Invitation) -> Peer:
         """Make the link ``invitation`` offers, stored as ``name``: claimed at the inviting
@@ -69,7 +87,11 @@ class PeerClient:
         secret = link_secret(offered, share).hex()
         return await self.peers.add(name, invitation, secret=secret)
 
-    async def ask(self, name: str, method: str, path: str, payload: dict) -> dict[str, Any]:
+    async def ask(
+        self, name: str, method: str, path: str, payload: dict, *, waits: float = 0.0
+    ) -> dict[str, Any]:
+        """One request to the peer ``name``, tried again while it cannot be reached; ``waits``:
+        the seconds the peer may hold it before it answers, on top of the usual timeout."""
         peer = await self.peers.get(name, Direction.OUT)
         if peer is None:
             raise PeerLinkRefused(f"there is no link called {name} on which we call the peer")
@@ -84,19 +106,27 @@ class PeerClient:
         async for attempt in retrying:
             with attempt:
                 sent = time.time()
-                answer = await self._send(name, peer.url, signer, method, path, body)
+                answer = await self._send(name, peer.url, signer, method, path, body, waits)
         await self.peers.contacted(name, Direction.OUT, _skew(answer, sent, time.time()))
         return answer
 
     async def _send(
-        self, name: str, base: str, signer: Signer, method: str, path: str, body: bytes
+        self,
+        name: str,
+        base: str,
+        signer: Signer,
+        method: str,
+        path: str,
+        body: bytes,
+        waits: float = 0.0,
     ) -> dict[str, Any]:
         url = URL(base.rstrip("/") + path, encoded=True)
         headers = signer.headers(method, url.raw_path_qs, body, ts=int(time.time()))
         headers["Content-Type"] = "application/json"
+        timeout = aiohttp.ClientTimeout(total=self.timeout.total + waits)
         try:
             async with self.session.request(
-                method, url, data=body, headers=headers, timeout=self.timeout
+                method, url, data=body, headers=headers, timeout=timeout
             ) as response:
                 raw = await response.content.read(LONGEST_ANSWER)
                 status = response.status

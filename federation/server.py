@@ -1,6 +1,7 @@
 """The federation route the web process serves: every request passes ``checks.verify`` before
 its body is read as JSON; then it may claim its link's invitation (``claim``) or, on a claimed
-link, ask this aegis's ``status``: the one action so far.
+link, ask this aegis's ``status`` or ask it to act (``requests``: federation/requests.py, run
+under this aegis's gate by federation/acting.py).
 
 A refusal is a 4xx with a sentence, audited at most once a minute per kind; it changes
 nothing else. The one 5xx is 503 while this side cannot check (starting, or Redis down for the
@@ -24,15 +25,18 @@ from aiohttp import web
 
 from aegis.request_body import read_at_most
 from bot.errors import FederationError, PeerRefused, StoreError
+from federation.acting import Acting
 from federation.checks import MAX_BODY, Checked, Link, NonceStore, Request, verify
 from federation.links import Direction, Peers
 from federation.nonces import RedisNonces
 from federation.refusals import RefusalLog
+from federation.requests import check_ask
 
 logger = logging.getLogger(__name__)
 PREFIX = "/federation/"
 STATUS_PATH = "/federation/v1/status"
 CLAIM_PATH = "/federation/v1/claim"
+REQUESTS_PATH = "/federation/v1/requests"
 SHARE = re.compile(r"[0-9a-f]{64}")
 FRESH_FOR = 5.0  # seconds a read of the links serves; `aegis peer` changes show within it
 CONTACT_EVERY = 10.0  # seconds between two writes of one link's last contact
@@ -46,6 +50,7 @@ class Federation:
     nonces: NonceStore
     status: Callable[[], Awaitable[dict[str, Any]]]
     refusals: RefusalLog
+    acting: Acting | None = None  # None: this process runs no peer's requests (tests of checks)
     max_body: int = MAX_BODY
     _links: dict[str, Link] = field(default_factory=dict)
     _read_at: float = float("-inf")
@@ -94,13 +99,23 @@ async def serving(
     client: redis.asyncio.Redis,
     namespace: str,
     status: Callable[[], Awaitable[dict[str, Any]]],
+    acting: Acting | None = None,
 ) -> AsyncIterator[Federation]:
     """The federation of a web process, its nonces in the broker's Redis (``client``, closed
-    at the end)."""
+    at the end); ``acting`` runs the peers' requests, and first takes up those under way when
+    the process last stopped."""
     try:
-        yield Federation(peers, RedisNonces(client, namespace), status, RefusalLog(peers))
+        if acting is not None:
+            resumed = await acting.resume()
+            if resumed:
+                logger.info("took up %d peer requests under way at the last stop", resumed)
+        yield Federation(peers, RedisNonces(client, namespace), status, RefusalLog(peers), acting)
     finally:
-        await client.aclose()
+        try:
+            if acting is not None:
+                await acting.close()
+        finally:
+            await client.aclose()
 
 
 def mount(app: web.Application) -> Served:
@@ -153,10 +168,25 @@ async def _act(
             403, "unclaimed", "this link's invitation is not claimed yet", peer=checked.peer
         )
     await federation.contacted(checked.peer, checked.skew, time.time())
+    if asked == ("POST", REQUESTS_PATH) and federation.acting is not None:
+        return await _request(federation.acting, checked.peer, ask)
     if asked != ("POST", STATUS_PATH):
-        raise PeerRefused(404, "no_such_action", "this aegis answers POST /federation/v1/status")
+        raise PeerRefused(
+            404, "no_such_action", f"this aegis answers POST {STATUS_PATH} and {REQUESTS_PATH}"
+        )
     status = await federation.status()
     return web.json_response(status | {"time": time.time()})
+
+
+async def _request(acting: Acting, peer: str, ask: dict) -> web.Response:
+    """A request to act (federation/requests.py): made the first time its id is seen, then
+    run under this aegis's gate; asked again, the same request as it stands, after waiting
+    up to ``wait`` seconds for its end. So a lost answer costs a retry, never a second run."""
+    request_id, action, args, agent, wait = check_ask(ask)
+    request, _ = await acting.requests.receive(peer, request_id, action, args, agent)
+    acting.start(request)
+    request = await acting.settled(request, wait)
+    return web.json_response(request.answer() | {"time": time.time()})
 
 
 async def _claim(federation: Federation, peer: str, ask: dict) -> web.Response:

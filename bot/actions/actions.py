@@ -210,7 +210,8 @@ def _prompt(call: ToolCall, decision: Gate, explainer) -> str:
     # "site.edit changes something" reads "it changes something" after the tool's own name.
     reason = decision.reason.removeprefix(f"{call.tool} ")
     reason = f"it {reason}" if reason != decision.reason else reason
-    prompt = f"{call.agent} wants to run {call.tool[:200]!r}: {reason}."
+    who = call.agent if call.asked_by is None else f"{call.agent} (for its {call.asked_by})"
+    prompt = f"{who} wants to run {call.tool[:200]!r}: {reason}."
     try:
         what = explainer(call.args, call.caller()) if explainer is not None else None
     except Exception:  # an explanation is a courtesy; the card goes out without it

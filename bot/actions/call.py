@@ -43,6 +43,7 @@ class ToolCall:
     args: Any
     chat_id: int | None = None
     run_id: int | None = None
+    asked_by: str | None = None  # a peer's request: who asked there ("agent scout"), shown
     args_hash: str | None = field(init=False, default=None)
     unhashable: str | None = field(init=False, default=None, repr=False)
 

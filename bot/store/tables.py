@@ -561,3 +561,32 @@ peers = Table(
     Column("skew_seconds", Float),
     Column("refusals", JSON, nullable=False),
 )
+
+# Requests between linked instances (federation/requests.py). "out": ours to a peer, kept until
+# it has answered for good (the per-peer outbox, sent in ``id`` order); "in": a peer's to us, run
+# under our gate. ``request_id`` is chosen by the asking side, so a request sent again is the
+# same row at each end. ``agent`` is who asked there; ``card`` the approval card at the asked
+# side; ``chat_id`` and ``outbox_id`` (out only) the message that tells the owner how it went.
+peer_requests = Table(
+    "peer_requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("direction", String(3), nullable=False),
+    Column("peer", String(63), nullable=False),
+    Column("request_id", String(32), nullable=False),
+    Column("action", String(20), nullable=False),
+    Column("args", JSON, nullable=False),
+    Column("agent", String(100), nullable=False),
+    Column("state", String(8), nullable=False),
+    Column("reason", Text),
+    Column("result", JSON),
+    Column("card", Integer),
+    Column("chat_id", BigInteger),
+    Column("outbox_id", Integer),
+    Column("tries", Integer, nullable=False, default=0),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime()),
+    UniqueConstraint("direction", "peer", "request_id", name="uq_peer_requests_id"),
+    Index("ix_peer_requests_open", "direction", "state", "peer", "id"),
+)

@@ -1,0 +1,143 @@
+"""A peer's request run under this aegis's gate, from its arrival to its end.
+
+The request acts as the agent named after the peer, which aegis.yaml must declare with
+``peer: true``: the policy then gates every call of it with a code (policies/decision.py,
+``asked_by_peer``), whatever the tool's effect, and the agent's tools are all a peer may reach.
+A peer with no such agent is refused, as is one whose namesake is a local agent: a peer never
+acts as one of ours.
+
+Each request is held on its card the way an MCP call is (bot/actions/held_calls.py), again and
+again until the owner answers or the card expires, in a task of the web process; the peer's
+polls only read the row. A request still under way when the process stopped is taken up again
+at the next start: the identical call finds its card, or its grant. One whose grant had been
+used had started running, and how it ended is not known: it ends as failed, saying so, and is
+not run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from bot.actions.call import CallStatus, ToolCall
+from bot.actions.held_calls import HeldCalls
+from bot.errors import StoreError
+from federation.requests import ACTIONS, OWNER, PeerRequest, PeerRequests, RequestState
+
+logger = logging.getLogger(__name__)
+RETRY_SECONDS = 5.0  # after the database failed us mid-request
+SHORTEST_ROUND = 1.0  # seconds between two holds of one request on its card, at the least
+ENDS = {
+    CallStatus.RAN: RequestState.DONE,
+    CallStatus.DENIED: RequestState.REFUSED,
+    CallStatus.FAILED: RequestState.FAILED,
+}
+
+
+class Acting:
+    def __init__(
+        self,
+        requests: PeerRequests,
+        held: HeldCalls,
+        owner_chat: int | None,
+        *,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        self.requests = requests
+        self.held = held
+        self.owner_chat = owner_chat
+        self.retry_seconds = retry_seconds
+        self._running: dict[int, asyncio.Task] = {}
+        self._ended: dict[int, asyncio.Event] = {}
+
+    def start(self, request: PeerRequest, *, resumed: bool = False) -> None:
+        """Run the request under the gate, unless it has ended or is under way already."""
+        if request.state.final or request.id in self._running:
+            return
+        task = asyncio.create_task(self._drive(request, resumed))
+        self._running[request.id] = task
+        task.add_done_callback(lambda _: self._running.pop(request.id, None))
+
+    async def resume(self) -> int:
+        """Take up the requests under way when this process last stopped; returns how many."""
+        unfinished = await self.requests.unfinished_in()
+        for request in unfinished:
+            self.start(request, resumed=True)
+        return len(unfinished)
+
+    async def settled(self, request: PeerRequest, wait: float) -> PeerRequest:
+        """The request once it has ended, or as it is after ``wait`` seconds."""
+        if request.state.final or wait <= 0:
+            return request
+        ended = self._ended.setdefault(request.id, asyncio.Event())
+        try:
+            current = await self.requests.get(request.id) or request  # it may have just ended
+            if not current.state.final:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), timeout=wait)
+                current = await self.requests.get(request.id) or current
+        finally:
+            if request.id not in self._running:
+                self._ended.pop(request.id, None)
+        return current
+
+    async def close(self) -> None:
+        running = list(self._running.values())
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    async def _drive(self, request: PeerRequest, resumed: bool) -> None:
+        while True:
+            try:
+                state, reason, result, card = await self._run(request, resumed)
+                await self.requests.settle(request.id, state, reason, result, card)
+                break
+            except StoreError as exc:
+                logger.warning("%s's request %s waits: %s", request.peer, request.id, exc)
+                await asyncio.sleep(self.retry_seconds)
+                resumed = True
+        self._ended.pop(request.id, asyncio.Event()).set()
+
+    async def _run(self, request: PeerRequest, resumed: bool):
+        peer = request.peer
+        agent = self.held.actions.catalog.agent(peer)
+        if agent is None or not agent.peer:
+            why = "a local agent of the same name may not act for it" if agent else "there is none"
+            return (
+                RequestState.REFUSED,
+                f"nothing was done: this aegis runs a peer's requests as the agent named after "
+                f"the peer, declared in aegis.yaml with peer: true, and for {peer} {why}",
+                None,
+                None,
+            )
+        call = ToolCall(
+            peer,
+            ACTIONS[request.action].tool,
+            request.args,
+            chat_id=self.owner_chat,
+            asked_by="owner" if request.agent == OWNER else f"agent {request.agent}",
+        )
+        if resumed and request.card is not None:
+            if await self.held.ran_before(call) == request.card:
+                return (
+                    RequestState.FAILED,
+                    f"it was approved on card #{request.card} and had started when this aegis "
+                    "stopped; how it ended is not known, and it was not run again. Look before "
+                    "asking again",
+                    None,
+                    request.card,
+                )
+
+        async def on_card(card: int) -> None:
+            await self.requests.waiting(request.id, card)
+
+        loop = asyncio.get_running_loop()
+        while True:
+            began = loop.time()
+            outcome = await self.held.call(call, on_hold=on_card)
+            if outcome.status is not CallStatus.GATED:
+                return ENDS[outcome.status], outcome.reason, outcome.result, outcome.interaction_id
+            # Still waiting for the owner: hold it again (the card bounds how long).
+            await asyncio.sleep(max(0.0, SHORTEST_ROUND - (loop.time() - began)))

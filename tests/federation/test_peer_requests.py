@@ -1,0 +1,168 @@
+"""A peer asks vps to deploy: vps's real web app (its own data dir, database and Redis
+namespace) runs the request under its own gate, on a card in vps's owner chat that names the
+peer, who asked there and the exact command, approved with a tap and a code. The asker sends
+the request again and again by its id (long polls): it learns the end once, and the recipe runs
+once whatever it sends. Denied, or asked by a peer vps has no agent for: nothing runs."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+
+import aiohttp
+import pyotp
+import pytest
+from sqlalchemy import select
+
+from bot.config.secrets import SecretFiles
+from bot.errors import PeerRefused
+from bot.store import migrate
+from bot.store.database import Store
+from bot.store.tables import peer_requests
+from federation.client import PeerClient
+from federation.links import Peers
+from federation.requests import PeerRequests, RequestState, Way
+from tests.helpers.runs import message_with, tap
+from tests.helpers.stack import eventually, make_settings, running_stack
+
+CONFIG = """\
+agents:
+  laptop:
+    name: The laptop
+    peer: true
+    tools: [deploy.run]
+  ops:
+    name: Ops
+    tools: [deploy.run]
+deploy:
+  site:
+    description: Deploy the site
+    command: [{python}, -c, "open('deploys', 'a').write('once\\\\n')"]
+    workdir: {workdir}
+"""
+
+
+@pytest.fixture
+async def vps(tmp_path, database_url, redis_server_url, redis_namespace):
+    settings = make_settings(tmp_path / "vps", database_url, redis_server_url, peer_name="vps")
+    workdir = tmp_path / "site"
+    workdir.mkdir()
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(
+        CONFIG.format(python=sys.executable, workdir=workdir), encoding="utf-8"
+    )
+    secret = pyotp.random_base32()
+    SecretFiles(settings.data_dir).put("totp", secret)
+    async with running_stack(settings, namespace=redis_namespace, worker=True) as stack:
+        await stack.ask("/start")
+        yield stack, Peers(stack.store, SecretFiles(settings.data_dir)), secret, workdir
+
+
+@pytest.fixture
+async def laptop(tmp_path):
+    (tmp_path / "laptop").mkdir()
+    store = Store(f"sqlite+aiosqlite:///{tmp_path / 'laptop' / 'aegis.sqlite3'}")
+    await migrate.upgrade(store)
+    peers = Peers(store, SecretFiles(tmp_path / "laptop"))
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield store, PeerClient(peers, session, tries=2, timeout=5)
+    finally:
+        await store.close()
+
+
+async def linked(vps, laptop, name: str = "laptop"):
+    stack, vps_peers, *_ = vps
+    store, client = laptop
+    invitation = await vps_peers.invite(name, us="vps", url=stack.settings.web_url)
+    await client.link("vps", invitation)
+    return stack, client, PeerRequests(store)
+
+
+async def queued(requests: PeerRequests, recipe: str = "site", agent: str = "scout"):
+    async with requests.store.write() as conn:
+        row_id = await requests.queue(conn, "vps", "deploy", {"recipe": recipe}, agent=agent)
+    return await requests.get(row_id)
+
+
+async def test_a_deploy_asked_by_a_peer_runs_once_after_a_tap_and_a_code_there(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    _, _, secret, workdir = vps
+    request = await queued(requests)
+    first = await client.request(request)
+    assert first["state"] == "waiting" and first["id"] == request.request_id
+    card = await message_with(stack, r"laptop \(for its agent scout\) wants to run 'deploy.run'")
+    assert "laptop acts for a federated peer" in card["text"]
+    assert sys.executable in card["text"] and str(workdir) in card["text"]  # the exact command
+    waited = await client.request(request, wait=0.5)  # asked again: the same request, waiting
+    assert waited["state"] == "waiting" and waited["card"] is not None
+    assert "code" in await tap(stack, card, "Approve + code")
+    await message_with(stack, "send the current 6-digit code", after=card["message_id"])
+    assert not (workdir / "deploys").exists()  # a tap alone is not enough
+    await stack.send(pyotp.TOTP(secret).now())
+    ended = await client.request(request, wait=20)
+    assert ended["state"] == "done", ended
+    assert ended["result"]["exit_code"] == 0 and ended["card"] == waited["card"]
+    again = await client.request(request, wait=20)  # an answer lost: sent again
+    assert again["state"] == "done" and again["result"] == ended["result"]
+    assert (workdir / "deploys").read_text() == "once\n"
+    [row] = await rows_at(stack.store)
+    assert (row.peer, row.agent, row.state) == ("laptop", "scout", RequestState.DONE)
+
+
+async def test_a_deploy_denied_there_ends_refused_and_runs_nothing(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    _, _, _, workdir = vps
+    request = await queued(requests, agent="owner")
+    await client.request(request)
+    card = await message_with(stack, r"laptop \(for its owner\) wants to run 'deploy.run'")
+    await tap(stack, card, "Deny")
+    ended = await client.request(request, wait=20)
+    assert ended["state"] == "refused" and "denied" in ended["reason"]
+    assert not (workdir / "deploys").exists()
+
+
+async def test_the_same_id_with_other_arguments_is_refused_and_changes_nothing(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    request = await queued(requests)
+    await client.request(request)
+    other = dataclasses.replace(request, args={"recipe": "other"})
+    with pytest.raises(PeerRefused, match="asked before with other arguments"):
+        await client.request(other)
+    [row] = await rows_at(stack.store)
+    assert row.args == {"recipe": "site"}
+
+
+async def test_a_peer_with_no_agent_of_its_own_there_is_refused_and_nothing_runs(vps, laptop):
+    stack, client, requests = await linked(vps, laptop, name="ops")  # a local agent's name
+    _, _, _, workdir = vps
+    ended = await client.request(await queued(requests), wait=10)
+    assert ended["state"] == "refused"
+    assert "a local agent of the same name may not act for it" in ended["reason"]
+    assert not (workdir / "deploys").exists()
+    assert all("wants to run" not in (m["text"] or "") for m in await stack.bot_messages())
+
+
+async def test_an_action_outside_the_allow_list_is_refused(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    request = await queued(requests)
+    with pytest.raises(PeerRefused, match="action: one of deploy"):
+        await client.request(dataclasses.replace(request, action="shell"))
+    assert await rows_at(stack.store) == []
+
+
+async def rows_at(store: Store) -> list:
+    async with store.read() as conn:
+        return list(
+            await conn.execute(select(peer_requests).where(peer_requests.c.direction == Way.IN))
+        )
+
+
+async def test_requests_sent_together_by_id_are_one_request(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    request = await queued(requests)
+    answers = await asyncio.gather(*(client.request(request) for _ in range(5)))
+    assert {a["state"] for a in answers} == {"waiting"}
+    assert len(await rows_at(stack.store)) == 1
+    await eventually(lambda: message_with(stack, "wants to run 'deploy.run'"))
