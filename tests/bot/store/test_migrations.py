@@ -12,7 +12,7 @@ from bot.store import migrate, search
 from bot.store.database import Store
 from bot.store.tables import metadata
 
-REVISIONS = [f"{n:04d}" for n in range(1, 14)]
+REVISIONS = [f"{n:04d}" for n in range(1, 15)]
 HEAD = REVISIONS[-1]
 SEARCH_INDEXES = search.index_names()
 
