@@ -222,6 +222,15 @@ class PeerRequests:
             where = and_(where, peer_requests.c.peer == peer)
         return await self._select(where)
 
+    async def ended_out(self, *, since: datetime) -> list[PeerRequest]:
+        """Our requests that ended at ``since`` or later."""
+        return await self._select(
+            and_(
+                peer_requests.c.direction == Way.OUT,
+                peer_requests.c.finished_at >= since,
+            )
+        )
+
     async def tried(self, row_id: int) -> None:
         async with self.store.write() as conn:
             await conn.execute(

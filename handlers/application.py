@@ -73,6 +73,7 @@ CALLBACKS = {
     "every": schedules.every,
     "models": ledger.models,
     "peers": peers.peers,
+    "deploy": peers.deploy,
     "here": topics.here,
     "watch": monitors.watch,
     "monitors": monitors.show,

@@ -21,6 +21,7 @@ ACTOR_MODULES = (
     "jobs.retention",
     "jobs.reminders",
     "jobs.topics",
+    "jobs.peer_requests",
     "jobs.monitors.checks",
     "jobs.monitors.watches",
     "jobs.monitors.processes",

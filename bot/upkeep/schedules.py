@@ -67,6 +67,7 @@ def builtin_schedules(
         Schedule("outbox-sweep", "sweep_outbox", 30),
         Schedule("interaction-sweep", "sweep_interactions", 30),
         Schedule("run-sweep", "sweep_runs", 30),
+        Schedule("peer-sweep", "sweep_peer_requests", 30),
         Schedule("triage-sweep", "sweep_triage", 15 * 60),
         Schedule("assigned-sweep", "sweep_assigned", 15 * 60),
         Schedule("retention", "prune_old_rows", 3600, first_at_once=False),
@@ -77,9 +78,10 @@ def builtin_schedules(
 
 BUILTIN_SCHEDULES = builtin_schedules()
 # The sweeps that keep the platform's promises: a lost message is sent again, a card expires
-# and its asker is told, a run whose worker died is noticed. No switch turns them off (a tap on
+# and its asker is told, a run whose worker died is noticed, a request to a peer that was down
+# goes out once it is back. No switch turns them off (a tap on
 # an old "Turn off" button included), and one found off is turned back on at the clock's start.
-ALWAYS_ON = frozenset({"outbox-sweep", "interaction-sweep", "run-sweep"})
+ALWAYS_ON = frozenset({"outbox-sweep", "interaction-sweep", "run-sweep", "peer-sweep"})
 
 
 @dataclass(frozen=True)

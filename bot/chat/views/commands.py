@@ -205,6 +205,14 @@ COMMANDS = (
         "and the requests refused",
     ),
     Command(
+        "deploy",
+        "Run a deploy recipe of another aegis",
+        MACHINE,
+        "ask the aegis you call PEER to run its deploy recipe RECIPE; its owner approves it "
+        "there, with a code, and this message follows it to the end",
+        "RECIPE@PEER",
+    ),
+    Command(
         "ping",
         "Round trip through a worker",
         MACHINE,

@@ -1,0 +1,264 @@
+"""A deploy asked from one aegis and run on another, each a whole aegis of its own: vps is
+``aegis up`` in a process of its own (its data dir, SQLite, embedded Redis and emulated chat),
+laptop the whole stack in this process (its database, a real Redis, a worker). The owner of
+laptop sends /deploy site@vps; vps's owner approves it on a card with a code; laptop's answer is
+edited as it goes and ends with the deploy's exit code, and the recipe ran once. With vps down,
+the requests wait on laptop and go out in order once it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import aiohttp
+import pyotp
+import pytest
+from sqlalchemy import select
+
+from aegis.embedded_redis import EmbeddedRedis
+from bot.config.secrets import SecretFiles
+from bot.store.database import Store
+from bot.store.tables import peer_requests
+from emulator import DEFAULT_USER
+from emulator.client import EmulatorClient
+from federation.client import PeerClient
+from federation.invitations import read_invitation
+from federation.links import Peers
+from jobs.enqueue import make_enqueue
+from tests.helpers.cli import aegis_environment, run_aegis
+from tests.helpers.stack import eventually, free_port, make_settings, running_stack
+
+CONFIG = """\
+agents:
+  laptop:
+    name: The laptop
+    peer: true
+    tools: [deploy.run]
+deploy:
+  site:
+    description: Deploy the site
+    command: [{python}, -c, "open('deploys', 'a').write('site\\\\n')"]
+    workdir: {workdir}
+  docs:
+    description: Deploy the docs
+    command: [{python}, -c, "open('deploys', 'a').write('docs\\\\n')"]
+    workdir: {workdir}
+"""
+VPS_CHAT = DEFAULT_USER["id"]
+
+
+class Vps:
+    """vps as a user runs it: ``aegis up`` in its own data dir, started and stopped at will."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.data = root / "vps"
+        self.port = free_port()
+        self.workdir = root / "site"
+        self.workdir.mkdir()
+        self.data.mkdir()
+        (self.data / "aegis.yaml").write_text(
+            CONFIG.format(python=sys.executable, workdir=self.workdir), encoding="utf-8"
+        )
+        self.totp = pyotp.random_base32()
+        SecretFiles(self.data).put("totp", self.totp)
+        self.env = {
+            "AEGIS_DATA_DIR": str(self.data),
+            "AEGIS_CONFIG_FILE": str(self.data / "aegis.yaml"),
+            "AEGIS_PEER_NAME": "vps",
+            "AEGIS_PORT": str(self.port),
+        }
+        self.process: subprocess.Popen | None = None
+        self.last_step: int | None = None  # the TOTP step whose code was used last
+        self.log = root / "vps.log"
+
+    def _announced(self) -> list[str]:
+        text = self.log.read_text() if self.log.exists() else ""
+        return re.findall(r"Open the chat page: (\S+)", text)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def invite(self, name: str) -> str:
+        invited = run_aegis(["peer", "invite", name], self.root, **self.env)
+        assert invited.returncode == 0, invited.stderr
+        return invited.stdout.strip()
+
+    async def start(self) -> EmulatorClient:
+        before = self._announced()
+        with open(self.log, "a") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "aegis.cli", "up"],
+                cwd=self.root,
+                env=aegis_environment(**self.env),
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+
+        async def announced():
+            if self.process.poll() is not None:
+                raise AssertionError(f"aegis up exited early:\n{self.log.read_text()}")
+            found = self._announced()
+            return found[-1] if len(found) > len(before) else None
+
+        chat_url = await eventually(announced, timeout=45)
+        key = chat_url.split("key=", 1)[1]
+        client = EmulatorClient(f"{self.url}/emulator", key)
+        await client.send_message("/start")  # vps's owner has opened the chat
+        return client
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(self.process.wait, 30)
+        self.process = None
+
+    async def message_with(self, chat: EmulatorClient, pattern: str, *, after: int = 0) -> dict:
+        async def found():
+            for message in await chat.messages(VPS_CHAT, after):
+                if message["from_bot"] and re.search(pattern, message.get("text") or ""):
+                    return message
+            return None
+
+        return await eventually(found, timeout=30)
+
+    async def approve(self, chat: EmulatorClient, card: dict) -> None:
+        buttons = {
+            b["text"]: b["callback_data"]
+            for row in card["reply_markup"]["inline_keyboard"]
+            for b in row
+        }
+        last = max(m["message_id"] for m in await chat.messages(VPS_CHAT, 0))
+        await chat.tap(VPS_CHAT, card["message_id"], buttons["Approve + code"])
+        await self.message_with(chat, "send the current 6-digit code", after=last)
+        totp = pyotp.TOTP(self.totp)
+        while totp.timecode(datetime.now()) == self.last_step:  # a code is good once
+            await asyncio.sleep(0.5)
+        self.last_step = totp.timecode(datetime.now())
+        await chat.send_message(totp.now())
+
+    def deploys(self) -> list[str]:
+        path = self.workdir / "deploys"
+        return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+async def vps(tmp_path):
+    running = Vps(tmp_path)
+    try:
+        yield running
+    finally:
+        await running.stop()
+        EmbeddedRedis(running.data).stop()  # a daemon of its own: not stopped with aegis up
+    assert "Traceback" not in running.log.read_text()
+
+
+@contextlib.asynccontextmanager
+async def laptop_on(tmp_path, database_url, redis_server_url, redis_namespace):
+    settings = make_settings(
+        tmp_path / "laptop", database_url, redis_server_url, peer_name="laptop"
+    )
+    async with running_stack(settings, namespace=redis_namespace) as stack:
+        await stack.ask("/start")
+        yield stack
+
+
+@pytest.fixture
+async def laptop(tmp_path, database_url, redis_server_url, redis_namespace):
+    async with laptop_on(tmp_path, database_url, redis_server_url, redis_namespace) as stack:
+        yield stack
+
+
+@pytest.fixture
+async def laptop_on_sqlite(tmp_path, redis_server_url, redis_namespace):
+    """laptop on SQLite only, for a test whose point is vps's side (it takes a minute)."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 'laptop.sqlite3'}"
+    async with laptop_on(tmp_path, database, redis_server_url, redis_namespace) as stack:
+        yield stack
+
+
+async def link(laptop, invitation: str) -> None:
+    peers = Peers(laptop.store, SecretFiles(laptop.settings.data_dir))
+    async with aiohttp.ClientSession() as session:
+        await PeerClient(peers, session).link("vps", read_invitation(invitation))
+
+
+async def laptop_says(laptop, pattern: str, *, timeout: float = 30) -> dict:
+    """The bot message in laptop's chat whose text, as edited last, matches."""
+
+    async def found():
+        for message in await laptop.bot_messages():
+            if re.search(pattern, message.get("text") or ""):
+                return message
+        return None
+
+    try:
+        return await eventually(found, timeout=timeout)
+    except AssertionError:
+        shown = [m.get("text") for m in await laptop.bot_messages()]
+        raise AssertionError(f"no message matches {pattern!r} in laptop's chat: {shown}") from None
+
+
+async def test_a_deploy_asked_on_laptop_runs_on_vps_after_its_owner_approves_with_a_code(
+    vps, laptop
+):
+    invitation = vps.invite("laptop")
+    chat = await vps.start()
+    await link(laptop, invitation)
+    asked = await laptop.send("/deploy site@vps")
+    answer = await laptop_says(laptop, r"^⏳ (Asked vps to deploy site|vps took deploy site)")
+    assert answer["reply_to_message_id"] == asked["message_id"]
+    card = await vps.message_with(chat, r"laptop \(for its owner\) wants to run 'deploy.run'")
+    assert "laptop acts for a federated peer; its requests need a code" in card["text"]
+    assert sys.executable in card["text"] and str(vps.workdir) in card["text"]
+    waiting = await laptop_says(laptop, r"^⏳ vps took deploy site and asks its owner")
+    assert waiting["message_id"] == answer["message_id"]  # the same message, edited
+    assert vps.deploys() == []
+    await vps.approve(chat, card)
+    done = await laptop_says(laptop, r"^✅ vps ran deploy site: exit 0")
+    assert done["message_id"] == answer["message_id"]
+    assert vps.deploys() == ["site"]
+    await asyncio.sleep(1)  # a repeated turn or a sweep would tell it again now
+    await make_enqueue(laptop.broker)("sweep_peer_requests")
+    await asyncio.sleep(2)
+    assert vps.deploys() == ["site"]
+    told = [m for m in await laptop.bot_messages() if "deploy site" in (m.get("text") or "")]
+    assert len(told) == 1 and told[0]["message_id"] == answer["message_id"]
+
+
+async def test_requests_to_vps_while_it_is_down_go_out_in_order_once_it_is_back(
+    vps, laptop_on_sqlite
+):
+    laptop = laptop_on_sqlite
+    invitation = vps.invite("laptop")
+    await vps.start()
+    await link(laptop, invitation)
+    await vps.stop()
+    await laptop.send("/deploy site@vps")
+    await laptop_says(laptop, r"deploy site.*cannot be reached now")
+    await laptop.send("/deploy docs@vps")
+    await laptop_says(laptop, r"deploy docs.*cannot be reached now")
+    chat = await vps.start()
+    await make_enqueue(laptop.broker)("sweep_peer_requests")  # the clock's sweep, at once
+    first = await vps.message_with(chat, r"wants to run 'deploy.run'")
+    assert '"recipe": "site"' in first["text"]  # the first asked, the first sent
+    await vps.approve(chat, first)
+    await laptop_says(laptop, r"^✅ vps ran deploy site: exit 0")
+    second = await vps.message_with(chat, r"(?s)wants to run 'deploy.run'.*docs")
+    await vps.approve(chat, second)
+    await laptop_says(laptop, r"^✅ vps ran deploy docs: exit 0")
+    assert vps.deploys() == ["site", "docs"]
+    store = Store(f"sqlite+aiosqlite:///{vps.data / 'aegis.sqlite3'}")
+    try:
+        async with store.read() as conn:
+            rows = (await conn.execute(select(peer_requests).order_by(peer_requests.c.id))).all()
+    finally:
+        await store.close()
+    assert [row.args["recipe"] for row in rows] == ["site", "docs"]
