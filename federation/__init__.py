@@ -7,7 +7,10 @@
 - ``links.py``: peer links as rows, their secrets as 0600 files
 - ``nonces.py``: the nonces in Redis; ``refusals.py``: refusals audited, rate-limited
 - ``server.py``: the route the web process serves; ``client.py``: asking a peer
+- ``requests.py``: what one side asks the other to do, as rows at both ends under one id
+- ``acting.py``: a peer's request run under this aegis's gate until it ends
 
-Built so far: links, the signed request, the claim of an invitation and one action,
-``status``. Deploys, runs and messages across peers are not built yet.
+Built so far: links, the signed request, the claim of an invitation, ``status``, and deploys
+asked from chat (handlers/peers.py, jobs/peer_requests.py). Runs and messages across peers are
+not built yet.
 """
