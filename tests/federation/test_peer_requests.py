@@ -13,16 +13,19 @@ import sys
 import aiohttp
 import pyotp
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from bot.actions.held_calls import HeldCalls
 from bot.config.secrets import SecretFiles
 from bot.errors import PeerRefused
 from bot.store import migrate
 from bot.store.database import Store
 from bot.store.tables import peer_requests
+from federation.acting import Acting
 from federation.client import PeerClient
 from federation.links import Peers
 from federation.requests import PeerRequests, RequestState, Way
+from federation.server import SERVED
 from tests.helpers.runs import message_with, tap
 from tests.helpers.stack import eventually, make_settings, running_stack
 
@@ -166,3 +169,58 @@ async def test_requests_sent_together_by_id_are_one_request(vps, laptop):
     assert {a["state"] for a in answers} == {"waiting"}
     assert len(await rows_at(stack.store)) == 1
     await eventually(lambda: message_with(stack, "wants to run 'deploy.run'"))
+
+
+async def restarted(stack) -> Acting:
+    """vps's web process as it is after a restart: the old one's requests let go (their tasks
+    cancelled, as a stop does), a new ``Acting`` that takes up what was under way."""
+    federation = stack.app[SERVED].federation
+    old = federation.acting
+    await old.close()
+    fresh = Acting(old.requests, HeldCalls(old.held.actions, hold=2.0), old.owner_chat)
+    federation.acting = fresh
+    await fresh.resume()
+    return fresh
+
+
+async def test_a_request_waiting_on_its_card_is_taken_up_after_a_restart(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    _, _, secret, workdir = vps
+    request = await queued(requests)
+    await client.request(request)
+    card = await message_with(stack, r"wants to run 'deploy.run'")
+    acting = await restarted(stack)
+    try:
+        await tap(stack, card, "Approve + code")
+        await message_with(stack, "send the current 6-digit code", after=card["message_id"])
+        await stack.send(pyotp.TOTP(secret).now())
+        ended = await client.request(request, wait=20)
+        assert ended["state"] == "done" and (workdir / "deploys").read_text() == "once\n"
+    finally:
+        await acting.close()
+
+
+async def test_a_request_that_had_run_when_vps_stopped_is_not_run_again(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    _, _, secret, workdir = vps
+    request = await queued(requests)
+    await client.request(request)
+    card = await message_with(stack, r"wants to run 'deploy.run'")
+    await tap(stack, card, "Approve + code")
+    await message_with(stack, "send the current 6-digit code", after=card["message_id"])
+    await stack.send(pyotp.TOTP(secret).now())
+    assert (await client.request(request, wait=20))["state"] == "done"
+    # The process stopped between running it and writing its end: the row still says waiting.
+    async with stack.store.write() as conn:
+        await conn.execute(
+            update(peer_requests)
+            .where(peer_requests.c.direction == Way.IN)
+            .values(state=RequestState.WAITING, finished_at=None, result=None)
+        )
+    acting = await restarted(stack)
+    try:
+        ended = await client.request(request, wait=20)
+        assert ended["state"] == "failed" and "how it ended is not known" in ended["reason"]
+        assert (workdir / "deploys").read_text() == "once\n"
+    finally:
+        await acting.close()
