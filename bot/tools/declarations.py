@@ -350,4 +350,41 @@ MONITORS = (
     ),
 )
 
-TOOLS = (*RECORDS, *CONVERSATION, *WORKDIR, *DEPLOY, *CLI_BUILTINS, *MONITORS)
+# Other aegis instances this one calls (bot/tools/peers.py). What a peer runs, it gates itself
+# with its owner's code; asking it at all waits for a tap here.
+
+PEER_NAME = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}
+PEERS = (
+    ToolSpec(
+        "peers.list",
+        Effect.READ,
+        object_schema(),
+        "The other aegis instances this one may ask: each link's name, last contact and clock "
+        "skew.",
+    ),
+    ToolSpec(
+        "peers.deploy",
+        Effect.WRITE,
+        object_schema(
+            {"peer": PEER_NAME, "recipe": {"type": "string", "minLength": 1, "maxLength": 100}},
+            "peer",
+            "recipe",
+        ),
+        "Ask another aegis to run one of its own deploy recipes. Returns at once with the "
+        "request's id; the peer runs it once its owner approves it there with a code. Read how "
+        "it went with peers.request.",
+    ),
+    ToolSpec(
+        "peers.request",
+        Effect.READ,
+        object_schema(
+            {"request": ROW_ID, "wait_seconds": {"type": "number", "minimum": 0, "maximum": 25}},
+            "request",
+        ),
+        "How a request you made to a peer stands: queued (not taken yet), waiting (for the "
+        "owner there), done (with its result), refused (nothing was done) or failed. "
+        "wait_seconds holds the call until it has ended or the time is up.",
+    ),
+)
+
+TOOLS = (*RECORDS, *CONVERSATION, *WORKDIR, *DEPLOY, *CLI_BUILTINS, *MONITORS, *PEERS)

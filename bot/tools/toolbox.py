@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.tools import cli_builtins, conversation, deploy, monitors, records, workdir
+from bot.tools import cli_builtins, conversation, deploy, monitors, peers, records, workdir
 
 if TYPE_CHECKING:
     from bot.actions.call import Explainer, ToolFunction, Vetter
     from bot.core import Platform
 
-FAMILIES = (records, conversation, workdir, deploy, cli_builtins, monitors)
+FAMILIES = (records, conversation, workdir, deploy, cli_builtins, monitors, peers)
 
 
 def platform_explainers(platform: Platform) -> dict[str, Explainer]:

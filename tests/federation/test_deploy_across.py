@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import select
 
 from aegis.embedded_redis import EmbeddedRedis
+from bot.actions.call import CallStatus, ToolCall
 from bot.config.secrets import SecretFiles
 from bot.store.database import Store
 from bot.store.tables import peer_requests
@@ -32,7 +33,14 @@ from federation.invitations import read_invitation
 from federation.links import Peers
 from jobs.enqueue import make_enqueue
 from tests.helpers.cli import aegis_environment, run_aegis
-from tests.helpers.stack import eventually, free_port, make_settings, running_stack
+from tests.helpers.runs import tap
+from tests.helpers.stack import (
+    OWNER_CHAT,
+    eventually,
+    free_port,
+    make_settings,
+    running_stack,
+)
 
 CONFIG = """\
 agents:
@@ -160,11 +168,23 @@ async def vps(tmp_path):
     assert "Traceback" not in running.log.read_text()
 
 
+LAPTOP_CONFIG = """\
+agents:
+  scout:
+    name: Scout
+    tools: [peers.*]
+  other:
+    tools: [peers.*]
+"""
+
+
 @contextlib.asynccontextmanager
 async def laptop_on(tmp_path, database_url, redis_server_url, redis_namespace):
     settings = make_settings(
         tmp_path / "laptop", database_url, redis_server_url, peer_name="laptop"
     )
+    settings.config_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.config_file.write_text(LAPTOP_CONFIG, encoding="utf-8")
     async with running_stack(settings, namespace=redis_namespace) as stack:
         await stack.ask("/start")
         yield stack
@@ -262,3 +282,39 @@ async def test_requests_to_vps_while_it_is_down_go_out_in_order_once_it_is_back(
     finally:
         await store.close()
     assert [row.args["recipe"] for row in rows] == ["site", "docs"]
+
+
+async def test_an_agent_on_laptop_asks_vps_to_deploy_and_long_polls_the_result(
+    vps, laptop_on_sqlite
+):
+    laptop = laptop_on_sqlite
+    invitation = vps.invite("laptop")
+    chat = await vps.start()
+    await link(laptop, invitation)
+    actions = laptop.services.platform.actions
+    asked = {"peer": "vps", "recipe": "site"}
+    nowhere = await actions.perform(
+        ToolCall("scout", "peers.deploy", {**asked, "peer": "nowhere"}, chat_id=OWNER_CHAT)
+    )
+    assert nowhere.status is CallStatus.DENIED and "no peer called 'nowhere'" in nowhere.reason
+    call = ToolCall("scout", "peers.deploy", asked, chat_id=OWNER_CHAT)
+    first = await actions.perform(call)
+    assert first.status is CallStatus.GATED  # asking a peer at all waits for a tap here
+    here = await laptop_says(laptop, r"scout wants to run 'peers.deploy'")
+    await tap(laptop, here, "Approve")
+    sent = await actions.perform(call)
+    assert sent.status is CallStatus.RAN and sent.result["state"] == "queued"
+    request = sent.result["request"]
+    card = await vps.message_with(chat, r"laptop \(for its agent scout\) wants to run")
+    await vps.approve(chat, card)
+    read = ToolCall(
+        "scout", "peers.request", {"request": request, "wait_seconds": 25}, chat_id=OWNER_CHAT
+    )
+    outcome = await actions.perform(read)
+    assert outcome.status is CallStatus.RAN and outcome.result["state"] == "done", outcome
+    assert outcome.result["result"]["exit_code"] == 0 and vps.deploys() == ["site"]
+    theirs = ToolCall("other", "peers.request", {"request": request}, chat_id=OWNER_CHAT)
+    refused = await actions.perform(theirs)
+    assert refused.status is CallStatus.FAILED and "you made no request" in refused.reason
+    # An agent's request is the agent's to report: nothing was said of it in laptop's chat.
+    assert not [m for m in await laptop.bot_messages() if "vps ran" in (m.get("text") or "")]
