@@ -208,7 +208,8 @@ async def serving_peers(
     peers = Peers(store, SecretFiles(settings.data_dir))
     client = loop_client(waiting_beyond=NONCE_CONNECTIONS)
     chats = owner_chats(settings)
-    acting = Acting(PeerRequests(store), held, chats[0] if chats else None)
+    runs = context.services.platform.runs
+    acting = Acting(PeerRequests(store), held, chats[0] if chats else None, runs.get)
     namespace = context.broker.namespace
     async with federation_server.serving(peers, client, namespace, status, acting) as fed:
         yield fed

@@ -12,6 +12,10 @@ polls only read the row. A request still under way when the process stopped is t
 at the next start: the identical call finds its card, or its grant. One whose grant had been
 used had started running, and how it ended is not known: it ends as failed, saying so, and is
 not run again.
+
+A ``run`` request ends when the run it started ends, not when it starts: the run's id is kept
+on the row as soon as it is known, and the run is followed (again, after a restart) until it is
+over, so the asking side gets the run's result.
 """
 
 from __future__ import annotations
@@ -19,15 +23,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from bot.actions.call import CallStatus, ToolCall
 from bot.actions.held_calls import HeldCalls
+from bot.agents.agent_run import AgentRun, RunState
 from bot.errors import StoreError
 from federation.requests import ACTIONS, OWNER, PeerRequest, PeerRequests, RequestState
 
 logger = logging.getLogger(__name__)
 RETRY_SECONDS = 5.0  # after the database failed us mid-request
 SHORTEST_ROUND = 1.0  # seconds between two holds of one request on its card, at the least
+FOLLOW_EVERY = 1.0  # seconds between two looks at a run a peer's request started
 ENDS = {
     CallStatus.RAN: RequestState.DONE,
     CallStatus.DENIED: RequestState.REFUSED,
@@ -41,12 +48,14 @@ class Acting:
         requests: PeerRequests,
         held: HeldCalls,
         owner_chat: int | None,
+        runs: Callable[[int], Awaitable[AgentRun | None]] | None = None,
         *,
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
         self.requests = requests
         self.held = held
         self.owner_chat = owner_chat
+        self.runs = runs  # a run by its id, to follow the runs peers start (None: not followed)
         self.retry_seconds = retry_seconds
         self._running: dict[int, asyncio.Task] = {}
         self._ended: dict[int, asyncio.Event] = {}
@@ -119,6 +128,8 @@ class Acting:
             chat_id=self.owner_chat,
             asked_by="owner" if request.agent == OWNER else f"agent {request.agent}",
         )
+        if resumed and _run_started(request):
+            return await self._follow(request.result)
         if resumed and request.card is not None:
             if await self.held.ran_before(call) == request.card:
                 return (
@@ -137,7 +148,30 @@ class Acting:
         while True:
             began = loop.time()
             outcome = await self.held.call(call, on_hold=on_card)
+            if outcome.status is CallStatus.RAN and request.action == "run":
+                await self.requests.ran(request.id, outcome.result)
+                return await self._follow(outcome.result, outcome.interaction_id)
             if outcome.status is not CallStatus.GATED:
                 return ENDS[outcome.status], outcome.reason, outcome.result, outcome.interaction_id
             # Still waiting for the owner: hold it again (the card bounds how long).
             await asyncio.sleep(max(0.0, SHORTEST_ROUND - (loop.time() - began)))
+
+    async def _follow(self, started: dict, card: int | None = None):
+        """The end of the run a request started: done with the run's result once it
+        completed, failed with its error otherwise."""
+        run_id = started["run"]
+        while True:
+            run = await self.runs(run_id) if self.runs is not None else None
+            if run is None:
+                return RequestState.FAILED, f"run #{run_id} is gone", started, card
+            if run.status.is_over:
+                break
+            await asyncio.sleep(FOLLOW_EVERY)
+        result = {**started, "state": str(run.status), "result": run.result, "error": run.error}
+        if run.status is RunState.COMPLETED:
+            return RequestState.DONE, f"run #{run_id} completed", result, card
+        return RequestState.FAILED, f"run #{run_id} {run.status}: {run.error}", result, card
+
+
+def _run_started(request: PeerRequest) -> bool:
+    return request.action == "run" and isinstance(request.result, dict) and "run" in request.result

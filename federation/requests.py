@@ -68,7 +68,10 @@ class Action:
         return f"{self.name} {args.get(self.subject, '?')}"
 
 
-ACTIONS = {"deploy": Action("deploy", "deploy.run", "recipe")}
+ACTIONS = {
+    "deploy": Action("deploy", "deploy.run", "recipe"),  # {"recipe": "site"}
+    "run": Action("run", "runs.start", "agent"),  # {"agent": "scout", "request": "…"}; followed
+}
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,16 @@ class PeerRequests:
                 peer_requests.c.finished_at >= since,
             )
         )
+
+    async def ran(self, row_id: int, result: Any) -> None:
+        """Keep what the tool returned while the request goes on (a run it started, followed
+        to its end): a restart follows it again rather than wonder whether it ran."""
+        async with self.store.write() as conn:
+            await conn.execute(
+                update(peer_requests)
+                .where(peer_requests.c.id == row_id, peer_requests.c.state == RequestState.WAITING)
+                .values(result=result, updated_at=now())
+            )
 
     async def tried(self, row_id: int) -> None:
         async with self.store.write() as conn:

@@ -1,5 +1,6 @@
 """``/run``, ``/runs``, ``/cancel`` and ``/agents``. Thin: each parses the command and asks
-the platform, which decides (bot/core.py, bot/agents/agent_runs.py)."""
+the platform, which decides (bot/core.py, bot/agents/agent_runs.py). ``/run scout@vps …`` asks
+the linked aegis vps to run its agent scout (handlers/peers.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from bot.agents.agent_run import RunState
 from bot.agents.endings import settle_task
 from bot.chat.views.runs import agents_view, runs_view
 from bot.errors import RunRefused
+from handlers import peers
 from handlers.services import Services, place_of, reply, services
 
 RUN_USAGE = "Send /run, an agent and what to do: /run demo write me a haiku. /agents lists them."
@@ -23,6 +25,14 @@ async def run(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await reply(update, context, RUN_USAGE)
         return
     agent, request = parsed
+    on_peer = peers.ON_PEER.fullmatch(agent)
+    if on_peer is not None:  # /run scout@vps …: a run of vps's scout, asked of vps
+        slug, peer = on_peer.groups()
+        if not request:
+            await reply(update, context, f"Say what {agent} should do: /run {agent} what to do")
+            return
+        await peers.ask_peer(update, context, peer, "run", {"agent": slug, "request": request})
+        return
     try:
         # The message's own id is the key: the same update handled twice starts one run.
         await svc.platform.start_run(
@@ -44,7 +54,7 @@ async def _agent_and_request(svc: Services, update: Update) -> tuple[str, str] |
     first = rest.split(maxsplit=1)[0] if rest else ""
     place = place_of(update)
     own = await svc.platform.topics.agent_of(place.chat_id, place.thread_id)
-    if own is not None and first not in svc.platform.agents:
+    if own is not None and first not in svc.platform.agents and not peers.ON_PEER.fullmatch(first):
         return own, rest
     if not first:
         return None

@@ -2,9 +2,10 @@
 ``aegis peer list`` prints them. Links are made and changed from the shell only: an invitation
 carries a secret, and a chat is no place for one.
 
-``/deploy RECIPE@PEER`` asks another aegis to run one of its deploy recipes: the request is
-queued with the answer that follows it (one commit), and jobs/peer_requests.py sends it and
-edits that answer as the other side's owner approves it (with a code) and it runs.
+``/deploy RECIPE@PEER`` asks another aegis to run one of its deploy recipes, and ``/run
+AGENT@PEER …`` (handlers/agents.py) to run one of its agents: the request is queued with the
+answer that follows it (one commit), and jobs/peer_requests.py sends it and edits that answer
+as the other side's owner approves it (with a code), and it runs and ends.
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ async def deploy(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await reply(update, context, DEPLOY_USAGE)
         return
     recipe, peer = asked.groups()
+    await ask_peer(update, context, peer, "deploy", {"recipe": recipe})
+
+
+async def ask_peer(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, peer: str, action: str, args: dict
+) -> None:
+    """Queue ``action`` for ``peer`` with the answer that will follow it, in one commit, and
+    ask for its sending; a redelivered update queues nothing more."""
     platform = services(context).platform
     link = await Peers(platform.store, SecretFiles(platform.settings.data_dir)).get(
         peer, Direction.OUT
@@ -65,9 +74,8 @@ async def deploy(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             "them, and aegis peer add makes one. Nothing was asked.",
         )
         return
-    args = {ACTIONS["deploy"].subject: recipe}
     chat_id = place_of(update).chat_id
-    row = reply_row(update, context, asked_text(peer, ACTIONS["deploy"].doing(args)))
+    row = reply_row(update, context, asked_text(peer, ACTIONS[action].doing(args)))
     async with platform.store.write() as conn:
         outbox_id = (
             await conn.execute(insert_unless_keyed(conn.dialect.name), row)
@@ -75,7 +83,7 @@ async def deploy(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         if outbox_id is None:
             return  # this update was handled before: its request is queued already
         await PeerRequests(platform.store).queue(
-            conn, peer, "deploy", args, chat_id=chat_id, outbox_id=outbox_id
+            conn, peer, action, args, chat_id=chat_id, outbox_id=outbox_id
         )
     await platform.outbox.request_delivery(chat_id, outbox_id)
     try:

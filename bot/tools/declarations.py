@@ -107,6 +107,20 @@ RECORDS = (
         object_schema({"id": {"type": "integer", "minimum": 1}}, "id"),
         "One run: its state, step, what it changed, and its result or error.",
     ),
+    ToolSpec(
+        "runs.start",
+        Effect.WRITE,
+        object_schema(
+            {
+                "agent": {"type": "string", "minLength": 1, "maxLength": 100},
+                "request": {"type": "string", "minLength": 1, "maxLength": 4000},
+            },
+            "agent",
+            "request",
+        ),
+        "Start a run of an agent with a request, as /run does; its messages go to the owner's "
+        "chat. Returns the run's id; runs.status follows it.",
+    ),
 )
 
 # Asking the owner and talking to other agents (bot/tools/conversation.py).
@@ -373,6 +387,23 @@ PEERS = (
         "Ask another aegis to run one of its own deploy recipes. Returns at once with the "
         "request's id; the peer runs it once its owner approves it there with a code. Read how "
         "it went with peers.request.",
+    ),
+    ToolSpec(
+        "peers.run",
+        Effect.WRITE,
+        object_schema(
+            {
+                "peer": PEER_NAME,
+                "agent": {"type": "string", "minLength": 1, "maxLength": 100},
+                "request": {"type": "string", "minLength": 1, "maxLength": 4000},
+            },
+            "peer",
+            "agent",
+            "request",
+        ),
+        "Ask another aegis to run one of its agents with a request. Returns at once with the "
+        "request's id; the run starts once the peer's owner approves it there with a code, and "
+        "peers.request gives its result when it has ended.",
     ),
     ToolSpec(
         "peers.request",

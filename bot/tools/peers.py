@@ -1,12 +1,12 @@
 """Other aegis instances, as agents reach them: ``peers.list`` (the links this aegis calls),
-``peers.deploy`` (ask one to run a deploy recipe of its own) and ``peers.request`` (how such a
-request stands).
+``peers.deploy`` and ``peers.run`` (ask one to run a deploy recipe, or one of its agents) and
+``peers.request`` (how such a request stands).
 
-``peers.deploy`` waits for the owner's tap here, then queues the request in the peer's outbox
-and returns at once: jobs/peer_requests.py sends it, and the peer runs it only once its own
-owner has approved it with a code. The agent reads how it went with ``peers.request``, whose
-``wait_seconds`` holds the call until the request has ended, so an agent long-polls instead of
-sleeping. An agent reads only the requests it made.
+``peers.deploy`` and ``peers.run`` wait for the owner's tap here; each then queues its request
+in the peer's outbox and returns at once: jobs/peer_requests.py sends it, and the peer runs it
+only once its own owner has approved it with a code. The agent reads how it went with
+``peers.request``, whose ``wait_seconds`` holds the call until the request has ended, so an
+agent long-polls instead of sleeping. An agent reads only the requests it made.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bot.config.secrets import SecretFiles
 from bot.errors import BrokerError, ToolRefused
 from federation.links import Direction, Peers
-from federation.requests import ACTIONS, PeerRequest, PeerRequests
+from federation.requests import PeerRequest, PeerRequests
 
 if TYPE_CHECKING:
     from bot.actions.call import Caller, ToolFunction, Vetter
@@ -33,12 +33,12 @@ def _peers(platform: Platform) -> Peers:
 def vetters(platform: Platform) -> dict[str, Vetter]:
     """A deploy to a peer this aegis has no link to is refused before anyone is asked."""
 
-    async def deploy(args: dict, caller: Caller) -> str | None:
+    async def linked(args: dict, caller: Caller) -> str | None:
         if await _peers(platform).get(args["peer"], Direction.OUT) is None:
             return f"peer: this aegis calls no peer called {args['peer']!r} (see peers.list)"
         return None
 
-    return {"peers.deploy": deploy}
+    return {"peers.deploy": linked, "peers.run": linked}
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:
@@ -59,20 +59,26 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
             ]
         }
 
-    async def deploy(args: dict, caller: Caller) -> dict:
-        asked = {ACTIONS["deploy"].subject: args["recipe"]}
+    async def ask(peer: str, action: str, asked: dict, caller: Caller) -> dict:
         async with platform.store.write() as conn:
-            row_id = await requests.queue(conn, args["peer"], "deploy", asked, agent=caller.agent)
+            row_id = await requests.queue(conn, peer, action, asked, agent=caller.agent)
         try:
-            await platform.interactions.enqueue("ask_peer", args["peer"])
+            await platform.interactions.enqueue("ask_peer", peer)
         except BrokerError:
             pass  # the peer sweep sends it within 30 s
         return {
             "request": row_id,
             "state": "queued",
             "next": f"call peers.request with request {row_id} (and wait_seconds) to learn how "
-            f"it went; {args['peer']}'s owner must approve it there with a code",
+            f"it went; {peer}'s owner must approve it there with a code",
         }
+
+    async def deploy(args: dict, caller: Caller) -> dict:
+        return await ask(args["peer"], "deploy", {"recipe": args["recipe"]}, caller)
+
+    async def run(args: dict, caller: Caller) -> dict:
+        asked = {"agent": args["agent"], "request": args["request"]}
+        return await ask(args["peer"], "run", asked, caller)
 
     async def read_request(args: dict, caller: Caller) -> dict:
         loop = asyncio.get_running_loop()
@@ -86,7 +92,12 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
                 return _described(request)
             await asyncio.sleep(min(POLL_SECONDS, left))
 
-    return {"peers.list": list_peers, "peers.deploy": deploy, "peers.request": read_request}
+    return {
+        "peers.list": list_peers,
+        "peers.deploy": deploy,
+        "peers.run": run,
+        "peers.request": read_request,
+    }
 
 
 def _described(request: PeerRequest) -> dict[str, Any]:

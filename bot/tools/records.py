@@ -2,15 +2,15 @@
 
 Reads (``tasks.list``, ``tasks.get``, ``notes.search``, ``runs.list``, ``runs.status``) answer at
 once; every change (``tasks.create``, ``tasks.update``, ``tasks.comment``, ``tasks.complete``,
-``notes.add``) is a write, so it waits for the owner's tap. Each answer is plain JSON with only
-what an agent needs, and a list says how many there are beyond what it shows.
+``notes.add``, ``runs.start``) is a write, so it waits for the owner's tap. Each answer is plain
+JSON with only what an agent needs, and a list says how many there are beyond what it shows.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import TaskRefused, ToolRefused
+from bot.errors import RunRefused, TaskRefused, ToolRefused
 from bot.tasks.notes import NoteKind, add_note
 from bot.tasks.task import Closed, State, Task, parse_label
 
@@ -161,6 +161,13 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
             "error": run.error,
         }
 
+    async def start_run(args: dict, caller: Caller) -> dict:
+        try:
+            run = await platform.start_run(args["agent"], args["request"], caller.chat_id)
+        except RunRefused as exc:
+            raise ToolRefused(str(exc)) from None
+        return {"run": run.id, "agent": run.agent, "state": run.status.value}
+
     return {
         "tasks.list": list_tasks,
         "tasks.get": get_task,
@@ -172,6 +179,7 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
         "notes.add": add_a_note,
         "runs.list": list_runs,
         "runs.status": run_status,
+        "runs.start": start_run,
     }
 
 

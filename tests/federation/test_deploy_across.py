@@ -47,7 +47,13 @@ agents:
   laptop:
     name: The laptop
     peer: true
-    tools: [deploy.run]
+    tools: [deploy.run, runs.start]
+  scout:
+    name: Scout
+    harness: script
+    deadline: 60
+    steps:
+      - say: "Looked into it: {{request}}"
 deploy:
   site:
     description: Deploy the site
@@ -318,3 +324,18 @@ async def test_an_agent_on_laptop_asks_vps_to_deploy_and_long_polls_the_result(
     assert refused.status is CallStatus.FAILED and "you made no request" in refused.reason
     # An agent's request is the agent's to report: nothing was said of it in laptop's chat.
     assert not [m for m in await laptop.bot_messages() if "vps ran" in (m.get("text") or "")]
+
+
+async def test_a_run_of_vps_scout_asked_from_laptops_chat_ends_with_its_result(
+    vps, laptop_on_sqlite
+):
+    laptop = laptop_on_sqlite
+    invitation = vps.invite("laptop")
+    chat = await vps.start()
+    await link(laptop, invitation)
+    await laptop.send("/run scout@vps the disk on /srv")
+    card = await vps.message_with(chat, r"laptop \(for its owner\) wants to run 'runs.start'")
+    await vps.approve(chat, card)
+    done = await laptop_says(laptop, r"^✅ vps's scout finished \(run #\d+ there\)")
+    assert done["text"].endswith("\nDone: every step ran.")  # the run's result, carried over
+    await vps.message_with(chat, r"Looked into it: the disk on /srv")  # it spoke there

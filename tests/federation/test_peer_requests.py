@@ -34,7 +34,13 @@ agents:
   laptop:
     name: The laptop
     peer: true
-    tools: [deploy.run]
+    tools: [deploy.run, runs.start]
+  scout:
+    name: Scout
+    harness: script
+    deadline: 60
+    steps:
+      - say: "Looked into it: {{request}}"
   ops:
     name: Ops
     tools: [deploy.run]
@@ -224,3 +230,24 @@ async def test_a_request_that_had_run_when_vps_stopped_is_not_run_again(vps, lap
         assert (workdir / "deploys").read_text() == "once\n"
     finally:
         await acting.close()
+
+
+async def test_a_run_asked_by_a_peer_ends_with_the_runs_result(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    _, _, secret, _ = vps
+    async with requests.store.write() as conn:
+        row_id = await requests.queue(
+            conn, "vps", "run", {"agent": "scout", "request": "the disk"}, agent="owner"
+        )
+    request = await requests.get(row_id)
+    await client.request(request)
+    card = await message_with(stack, r"laptop \(for its owner\) wants to run 'runs.start'")
+    assert '"request": "the disk"' in card["text"]
+    await tap(stack, card, "Approve + code")
+    await message_with(stack, "send the current 6-digit code", after=card["message_id"])
+    await stack.send(pyotp.TOTP(secret).now())
+    ended = await client.request(request, wait=30)
+    assert ended["state"] == "done", ended
+    assert ended["result"]["state"] == "completed"
+    assert ended["result"]["result"] == "Done: every step ran."  # the script's own result
+    await message_with(stack, r"Looked into it: the disk")  # the run spoke in vps's chat

@@ -121,7 +121,8 @@ COMMANDS = (
         "Run an agent: /run agent what to do",
         AGENTS,
         "start a run; its message shows how it goes, the result comes as a reply (in an "
-        "agent's topic, the agent's name can be left out)",
+        "agent's topic, the agent's name can be left out; agent@peer runs one of a linked "
+        "aegis, once its owner approves it there with a code)",
         "agent what to do",
     ),
     Command(

@@ -37,6 +37,12 @@ def request_text(request: PeerRequest) -> Html:
             card,
         )
     reason = clip(request.reason or "no reason given", 600)
+    result = request.result if isinstance(request.result, dict) else {}
+    if state == "done" and "run" in result:
+        agent = request.args.get("agent")
+        head = html("✅ {}'s {} finished (run #{} there)", peer, agent, result["run"])
+        said = str(result.get("result") or "").strip()
+        return head + (html(":\n{}", clip(said, OUTPUT_CHARS)) if said else Html("."))
     if state == "done":
         return html("✅ {} ran {}", peer, doing) + _result(request.result)
     if state == "refused":
