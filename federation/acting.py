@@ -98,16 +98,41 @@ class Acting:
         await asyncio.gather(*running, return_exceptions=True)
 
     async def _drive(self, request: PeerRequest, resumed: bool) -> None:
-        while True:
+        """Run the request to its end, then write the end, retrying only the write: what ran
+        is never asked for again because the database failed us once."""
+        ended = None
+        while ended is None:
             try:
-                state, reason, result, card = await self._run(request, resumed)
-                await self.requests.settle(request.id, state, reason, result, card)
-                break
+                ended = await self._run(request, resumed)
             except StoreError as exc:
                 logger.warning("%s's request %s waits: %s", request.peer, request.id, exc)
                 await asyncio.sleep(self.retry_seconds)
-                resumed = True
+                # Taken up as after a restart: from the row as it is now, its card included.
+                request, resumed = await self._reread(request), True
+            except Exception as exc:  # a bug here ends the request, failed, and says so
+                logger.exception("%s's request %s failed", request.peer, request.id)
+                ended = (
+                    RequestState.FAILED,
+                    f"this aegis failed while handling it ({type(exc).__name__}); how far it got "
+                    "is not known, and it will not be tried again. Look before asking again",
+                    None,
+                    None,
+                )
+        while True:
+            try:
+                await self.requests.settle(request.id, *ended)
+                break
+            except StoreError as exc:
+                logger.warning("ending %s's request %s waits: %s", request.peer, request.id, exc)
+                await asyncio.sleep(self.retry_seconds)
         self._ended.pop(request.id, asyncio.Event()).set()
+
+    async def _reread(self, request: PeerRequest) -> PeerRequest:
+        while True:
+            try:
+                return await self.requests.get(request.id) or request
+            except StoreError:
+                await asyncio.sleep(self.retry_seconds)
 
     async def _run(self, request: PeerRequest, resumed: bool):
         peer = request.peer
@@ -131,7 +156,7 @@ class Acting:
         if resumed and _run_started(request):
             return await self._follow(request.result)
         if resumed and request.card is not None:
-            if await self.held.ran_before(call) == request.card:
+            if await self.held.actions.approvals.used(request.card):
                 return (
                     RequestState.FAILED,
                     f"it was approved on card #{request.card} and had started when this aegis "
@@ -148,6 +173,8 @@ class Acting:
         while True:
             began = loop.time()
             outcome = await self.held.call(call, on_hold=on_card)
+            if outcome.interaction_id is not None:  # kept even if on_card's write failed
+                await self.requests.waiting(request.id, outcome.interaction_id)
             if outcome.status is CallStatus.RAN and request.action == "run":
                 await self.requests.ran(request.id, outcome.result)
                 return await self._follow(outcome.result, outcome.interaction_id)

@@ -20,18 +20,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.errors import PeerRefused
-from bot.store.database import Store
+from bot.store.database import Store, serialize_on
 from bot.store.tables import peer_requests
 from bot.timeutil import now
 
 REQUEST_ID = re.compile(r"[0-9a-f]{32}")
 AGENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 LONGEST_ARGS = 4096  # characters of JSON a request's arguments may take
+MOST_UNFINISHED = 20  # a peer's requests under way here at once; past that, 429
 OWNER = "owner"  # who asked, when it was the owner in chat rather than an agent
 
 
@@ -155,12 +156,23 @@ class PeerRequests:
             "created_at": moment,
             "updated_at": moment,
         }
-        try:
-            async with self.store.write() as conn:
-                await conn.execute(insert(peer_requests).values(**row))
-            made = True
-        except IntegrityError:
-            made = False
+        made = False
+        if await self.find(Way.IN, peer, request_id) is None:
+            try:
+                async with self.store.write() as conn:
+                    await serialize_on(conn, f"peer-requests:{peer}")
+                    if await _unfinished_in(conn, peer) >= MOST_UNFINISHED:
+                        raise PeerRefused(
+                            429,
+                            "too_many",
+                            f"{MOST_UNFINISHED} requests of yours are under way here already; "
+                            "ask again once some have ended",
+                            peer=peer,
+                        )
+                    await conn.execute(insert(peer_requests).values(**row))
+                made = True
+            except IntegrityError:
+                pass  # the same id, sent twice at once: the other made it
         found = await self.find(Way.IN, peer, request_id)
         if found is None:  # removed between the two statements: never by aegis itself
             raise PeerRefused(409, "id_reused", "this request's id cannot be used; choose another")
@@ -225,12 +237,13 @@ class PeerRequests:
             where = and_(where, peer_requests.c.peer == peer)
         return await self._select(where)
 
-    async def ended_out(self, *, since: datetime) -> list[PeerRequest]:
-        """Our requests that ended at ``since`` or later."""
+    async def changed_out(self, *, since: datetime) -> list[PeerRequest]:
+        """Our requests that changed at ``since`` or later (the sweep makes sure each of their
+        owners was told)."""
         return await self._select(
             and_(
                 peer_requests.c.direction == Way.OUT,
-                peer_requests.c.finished_at >= since,
+                peer_requests.c.updated_at >= since,
             )
         )
 
@@ -323,6 +336,15 @@ class PeerRequests:
                 select(peer_requests).where(where).order_by(peer_requests.c.id)
             )
             return [_request(row) for row in rows]
+
+
+async def _unfinished_in(conn: AsyncConnection, peer: str) -> int:
+    query = select(func.count()).where(
+        peer_requests.c.direction == Way.IN,
+        peer_requests.c.peer == peer,
+        peer_requests.c.state == RequestState.WAITING,
+    )
+    return (await conn.execute(query)).scalar_one()
 
 
 def _request(row) -> PeerRequest:

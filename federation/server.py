@@ -106,9 +106,13 @@ async def serving(
     the process last stopped."""
     try:
         if acting is not None:
-            resumed = await acting.resume()
-            if resumed:
-                logger.info("took up %d peer requests under way at the last stop", resumed)
+            try:
+                resumed = await acting.resume()
+            except StoreError as exc:  # each is taken up again when its peer asks about it
+                logger.warning("the peer requests under way were not taken up: %s", exc)
+            else:
+                if resumed:
+                    logger.info("took up %d peer requests under way at the last stop", resumed)
         yield Federation(peers, RedisNonces(client, namespace), status, RefusalLog(peers), acting)
     finally:
         try:
@@ -183,8 +187,8 @@ async def _request(acting: Acting, peer: str, ask: dict) -> web.Response:
     run under this aegis's gate; asked again, the same request as it stands, after waiting
     up to ``wait`` seconds for its end. So a lost answer costs a retry, never a second run."""
     request_id, action, args, agent, wait = check_ask(ask)
-    request, _ = await acting.requests.receive(peer, request_id, action, args, agent)
-    acting.start(request)
+    request, made = await acting.requests.receive(peer, request_id, action, args, agent)
+    acting.start(request, resumed=not made)  # a known request with no driver: taken up again
     request = await acting.settled(request, wait)
     return web.json_response(request.answer() | {"time": time.time()})
 

@@ -24,7 +24,7 @@ import dramatiq
 
 from bot.chat.views.peers import request_text
 from bot.config.secrets import SecretFiles
-from bot.errors import PeerRefused, PeerUnreachable
+from bot.errors import PeerLinkRefused, PeerRefused, PeerUnreachable
 from bot.timeutil import now
 from bot.upkeep.leases import Leases
 from federation.client import PeerClient
@@ -37,54 +37,65 @@ require_broker()
 
 WAIT = 20.0  # seconds the peer may hold one poll: under the worker's patience for one job
 GIVE_UP_AFTER = timedelta(days=1)
-LEASE_TTL = timedelta(seconds=WAIT * 3)
-RETELL_WITHIN = timedelta(minutes=10)  # ended this recently: the sweep makes sure it was told
+TRIES = 2  # of one send or poll, while the peer cannot be reached
+# A turn renews its lease before each send or poll, and one takes at most TRIES × (the client's
+# 10 s + WAIT) and the pause between tries: the lease outlasts that, so turns never overlap.
+LEASE_TTL = timedelta(seconds=TRIES * (10 + WAIT) + 30)
+RETELL_WITHIN = timedelta(minutes=10)  # changed this recently: the sweep makes sure it was told
+# What a peer's refusal of a request means: these say the request itself was refused, so nothing
+# ran there; any other (our clock or secret refused, say) is the link's trouble, not the
+# request's, and the request waits as for a peer that cannot be reached.
+REFUSED_REQUEST = frozenset({"bad_body", "no_such_action", "id_reused", "too_many"})
 
 
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def ask_peer(peer: str) -> dict:
     platform = (await resources()).platform
-    leases, holder = Leases(platform.store), f"ask_peer:{uuid.uuid4().hex}"
-    lease = await leases.hold(f"peer:{peer}", holder, LEASE_TTL)
-    if lease.holder != holder:
+    leases, name, holder = Leases(platform.store), f"peer:{peer}", f"ask_peer:{uuid.uuid4().hex}"
+
+    async def keep() -> bool:
+        return (await leases.hold(name, holder, LEASE_TTL)).holder == holder
+
+    if not await keep():
         return {"turn": "taken by another worker"}
     try:
-        turn = await _turn(platform, peer)
+        turn = await _turn(platform, peer, keep)
     finally:
-        await leases.release(f"peer:{peer}", holder)
-    if turn["under_way"] and turn["reachable"]:
-        await asyncio.to_thread(ask_peer.send, peer)
-    elif turn["reachable"] and await PeerRequests(platform.store).unfinished_out(peer):
-        await asyncio.to_thread(ask_peer.send, peer)  # queued while this turn was ending
+        await leases.release(name, holder)
+    if turn["reachable"] and await PeerRequests(platform.store).unfinished_out(peer):
+        await asyncio.to_thread(ask_peer.send, peer)  # under way, or queued as this one ended
     return turn
 
 
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def sweep_peer_requests(schedule: str = "") -> dict:
     """Start a turn for every peer owed one (a request queued while it was down, a turn lost
-    with its worker), and tell the owner of every request that ended lately, once."""
+    with its worker), and make sure the owner was told of every request that changed lately
+    (a worker that died between the change and the telling)."""
     platform = (await resources()).platform
     requests = PeerRequests(platform.store)
     owed = sorted({request.peer for request in await requests.unfinished_out()})
     for peer in owed:
         await asyncio.to_thread(ask_peer.send, peer)
-    for request in await requests.ended_out(since=now() - RETELL_WITHIN):
+    for request in await requests.changed_out(since=now() - RETELL_WITHIN):
         await tell(platform, request)
     return {"peers_owed_a_turn": len(owed)}
 
 
-async def _turn(platform, peer: str) -> dict:
+async def _turn(platform, peer: str, keep) -> dict:
     requests = PeerRequests(platform.store)
     peers = Peers(platform.store, SecretFiles(platform.settings.data_dir))
     unreachable: PeerUnreachable | None = None
     async with aiohttp.ClientSession() as session:
-        client = PeerClient(peers, session, tries=2)
+        client = PeerClient(peers, session, tries=TRIES)
         unfinished = await requests.unfinished_out(peer)
         under_way: list[PeerRequest] = []
         for index, request in enumerate(unfinished):
             if request.state is RequestState.WAITING and under_way:
                 under_way.append(request)  # asked about once the oldest has had its wait
                 continue
+            if not await keep():
+                break  # the lease ran out: another turn goes on from here
             try:
                 request = await _ask(platform, requests, client, request, 0.0)
             except PeerUnreachable as exc:
@@ -99,6 +110,8 @@ async def _turn(platform, peer: str) -> dict:
             try:
                 await _ask(platform, requests, client, oldest, WAIT)
                 for request in rest:
+                    if not await keep():
+                        break
                     await _ask(platform, requests, client, request, 0.0)
             except PeerUnreachable as exc:
                 unreachable = exc
@@ -115,7 +128,8 @@ async def _not_reached(platform, requests: PeerRequests, request: PeerRequest, e
             f"{request.peer} took it, then could not be reached for a day; what it did there "
             "is not known here"
             if request.state is RequestState.WAITING
-            else f"{request.peer} could not be reached for a day, so it was never sent"
+            else f"{request.peer} could not be reached for a day, and no more tries will be "
+            "made; if it got the request before an answer was lost, it may still run it there"
         )
         await _end(platform, requests, request, RequestState.FAILED, f"{why} ({exc})")
     elif request.tries == 0 and request.state is RequestState.QUEUED:
@@ -130,7 +144,16 @@ async def _ask(
     try:
         answer = await client.request(request, wait=wait)
     except PeerRefused as refused:
+        if refused.reason not in REFUSED_REQUEST:
+            raise PeerUnreachable(str(refused)) from refused
         await _end(platform, requests, request, RequestState.REFUSED, str(refused))
+        return None
+    except PeerLinkRefused as exc:  # the link was removed here, or its secret is gone
+        if request.state is RequestState.WAITING:
+            why = f"{request.peer} took it, and then {exc}; what it did there is not known here"
+            await _end(platform, requests, request, RequestState.FAILED, why)
+        else:
+            await _end(platform, requests, request, RequestState.REFUSED, f"never sent: {exc}")
         return None
     state = RequestState(answer["state"])
     card = answer.get("card") if isinstance(answer.get("card"), int) else None

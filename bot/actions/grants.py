@@ -53,6 +53,15 @@ class Approvals:
         )
         return expires_at
 
+    async def used(self, card: int) -> bool:
+        """Whether the grant card ``card`` gave has been used (a call ran on it), however long
+        ago."""
+        query = select(grants.c.id).where(
+            grants.c.interaction_id == card, grants.c.used_at.is_not(None)
+        )
+        async with self.store.read() as conn:
+            return (await conn.execute(query)).first() is not None
+
     async def has_live_grant(self, args_hash: str) -> bool:
         """Whether an unused, unexpired grant exists; the cheap read before ``consume``.
 

@@ -251,3 +251,19 @@ async def test_a_run_asked_by_a_peer_ends_with_the_runs_result(vps, laptop):
     assert ended["result"]["state"] == "completed"
     assert ended["result"]["result"] == "Done: every step ran."  # the script's own result
     await message_with(stack, r"Looked into it: the disk")  # the run spoke in vps's chat
+
+
+async def test_past_the_cap_of_unfinished_requests_a_peer_is_refused_and_nothing_is_stored(
+    vps, laptop, monkeypatch
+):
+    from federation import requests as requests_module
+
+    monkeypatch.setattr(requests_module, "MOST_UNFINISHED", 2)
+    stack, client, requests = await linked(vps, laptop)
+    for recipe in ("site", "docs"):
+        await client.request(await queued(requests, recipe=recipe))
+    with pytest.raises(PeerRefused, match="2 requests of yours are under way here already"):
+        await client.request(await queued(requests, recipe="third"))
+    assert len(await rows_at(stack.store)) == 2
+    first = (await requests.unfinished_out())[0]
+    assert (await client.request(first))["state"] == "waiting"  # a known one is still answered

@@ -10,7 +10,7 @@ from bot.chat.text import Html, clip, html, pre
 if TYPE_CHECKING:
     from federation.requests import PeerRequest
 
-OUTPUT_CHARS = 1500  # of a deploy's output shown in the chat; the rest stays on the other side
+OUTPUT_CHARS = 1500  # of a deploy's output or a run's result shown (the row keeps it whole)
 
 
 def asked_text(peer: str, doing: str, *, unreachable: bool = False) -> Html:
