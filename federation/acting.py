@@ -146,6 +146,14 @@ class Acting:
                 None,
                 None,
             )
+        to = request.args.get("to")
+        if request.action == "message" and self.held.actions.catalog.agent(str(to)) is None:
+            return (
+                RequestState.REFUSED,
+                f"nothing was done: no agent here is called {str(to)[:100]!r}",
+                None,
+                None,
+            )
         call = ToolCall(
             peer,
             ACTIONS[request.action].tool,

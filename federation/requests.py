@@ -72,6 +72,7 @@ class Action:
 ACTIONS = {
     "deploy": Action("deploy", "deploy.run", "recipe"),  # {"recipe": "site"}
     "run": Action("run", "runs.start", "agent"),  # {"agent": "scout", "request": "…"}; followed
+    "message": Action("message", "messages.send", "to"),  # {"to": "scout", "text": "…"}
 }
 
 

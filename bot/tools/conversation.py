@@ -8,14 +8,17 @@ settled, so an agent long-polls instead of sleeping. Asking only speaks inside a
 unattended; a cap on the cards an agent may have open keeps a runaway loop from burying the
 owner in them.
 
-``messages.send`` and ``messages.read`` let agents consult each other by slug. The sender is
-always the caller. A reply names the message it answers, which must be one its sender received,
-and goes back to whoever wrote that message: so the text a reply cites is always its reader's own.
+``messages.send`` and ``messages.read`` let agents consult each other by slug (``slug@peer``:
+an agent of a linked aegis, bot/tools/peers.py, once that side's owner approves it with a
+code). The sender is always the caller. A reply names the message it answers, which must be one
+its sender received, and goes back to whoever wrote that message: so the text a reply cites is
+always its reader's own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +30,7 @@ from bot.interactions.interaction import OPEN, Ask, Effects, Interaction, Kind, 
 from bot.store.database import serialize_on
 from bot.store.tables import agent_messages, interactions
 from bot.timeutil import now
+from bot.tools import peers
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -40,6 +44,7 @@ MAX_UNREAD_FROM_ONE_SENDER = 100
 POLL_SECONDS = 0.2
 CITED_CHARS = 200
 ASKED_KINDS = (Kind.QUESTION, Kind.CHOICE)  # the cards owner.ask makes; owner.answer reads these
+PEER_ADDRESS = re.compile(r"([a-z0-9][a-z0-9_-]{0,99})@([a-z0-9][a-z0-9-]{0,62})")  # slug@peer
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:
@@ -95,6 +100,9 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
             raise ToolRefused("the message is empty")
         if "to" not in args and "reply_to" not in args:
             raise ToolRefused("say whom the message is for (to), or which message it answers")
+        on_peer = PEER_ADDRESS.fullmatch(args.get("to", ""))
+        if on_peer is not None and "reply_to" not in args:
+            return await _to_peer(platform, caller, *on_peer.groups(), args["text"])
         async with store.write() as conn:
             to = args.get("to")
             if "reply_to" in args:
@@ -145,6 +153,15 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
         "messages.send": send_message,
         "messages.read": read_messages,
     }
+
+
+async def _to_peer(platform: Platform, caller: Caller, to: str, peer: str, text: str) -> dict:
+    """A message for ``to`` on the linked aegis ``peer``: a request to it, which its owner
+    approves there with a code before it reaches ``to`` (checked against its roster there)."""
+    if not await peers.linked(platform, peer):
+        raise ToolRefused(f"this aegis calls no peer called {peer!r} (see peers.list)")
+    asked = await peers.ask(platform, peer, "message", {"to": to, "text": text}, caller)
+    return {**asked, "to": f"{to}@{peer}"}
 
 
 def _question(text: str) -> str:

@@ -30,15 +30,38 @@ def _peers(platform: Platform) -> Peers:
     return Peers(platform.store, SecretFiles(platform.settings.data_dir))
 
 
+async def ask(platform: Platform, peer: str, action: str, asked: dict, caller: Caller) -> dict:
+    """Queue a request of ``caller`` to ``peer`` and ask for its sending; what the agent is
+    told (it reads the rest with peers.request)."""
+    async with platform.store.write() as conn:
+        row_id = await PeerRequests(platform.store).queue(
+            conn, peer, action, asked, agent=caller.agent
+        )
+    try:
+        await platform.interactions.enqueue("ask_peer", peer)
+    except BrokerError:
+        pass  # the peer sweep sends it within 30 s
+    return {
+        "request": row_id,
+        "state": "queued",
+        "next": f"call peers.request with request {row_id} (and wait_seconds) to learn how it "
+        f"went; {peer}'s owner must approve it there with a code",
+    }
+
+
+async def linked(platform: Platform, peer: str) -> bool:
+    return await _peers(platform).get(peer, Direction.OUT) is not None
+
+
 def vetters(platform: Platform) -> dict[str, Vetter]:
     """A deploy to a peer this aegis has no link to is refused before anyone is asked."""
 
-    async def linked(args: dict, caller: Caller) -> str | None:
-        if await _peers(platform).get(args["peer"], Direction.OUT) is None:
+    async def to_a_peer(args: dict, caller: Caller) -> str | None:
+        if not await linked(platform, args["peer"]):
             return f"peer: this aegis calls no peer called {args['peer']!r} (see peers.list)"
         return None
 
-    return {"peers.deploy": linked, "peers.run": linked}
+    return {"peers.deploy": to_a_peer, "peers.run": to_a_peer}
 
 
 def toolbox(platform: Platform) -> dict[str, ToolFunction]:
@@ -59,26 +82,12 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
             ]
         }
 
-    async def ask(peer: str, action: str, asked: dict, caller: Caller) -> dict:
-        async with platform.store.write() as conn:
-            row_id = await requests.queue(conn, peer, action, asked, agent=caller.agent)
-        try:
-            await platform.interactions.enqueue("ask_peer", peer)
-        except BrokerError:
-            pass  # the peer sweep sends it within 30 s
-        return {
-            "request": row_id,
-            "state": "queued",
-            "next": f"call peers.request with request {row_id} (and wait_seconds) to learn how "
-            f"it went; {peer}'s owner must approve it there with a code",
-        }
-
     async def deploy(args: dict, caller: Caller) -> dict:
-        return await ask(args["peer"], "deploy", {"recipe": args["recipe"]}, caller)
+        return await ask(platform, args["peer"], "deploy", {"recipe": args["recipe"]}, caller)
 
     async def run(args: dict, caller: Caller) -> dict:
         asked = {"agent": args["agent"], "request": args["request"]}
-        return await ask(args["peer"], "run", asked, caller)
+        return await ask(platform, args["peer"], "run", asked, caller)
 
     async def read_request(args: dict, caller: Caller) -> dict:
         loop = asyncio.get_running_loop()

@@ -25,7 +25,7 @@ from aegis.embedded_redis import EmbeddedRedis
 from bot.actions.call import CallStatus, ToolCall
 from bot.config.secrets import SecretFiles
 from bot.store.database import Store
-from bot.store.tables import peer_requests
+from bot.store.tables import agent_messages, peer_requests
 from emulator import DEFAULT_USER
 from emulator.client import EmulatorClient
 from federation.client import PeerClient
@@ -47,7 +47,7 @@ agents:
   laptop:
     name: The laptop
     peer: true
-    tools: [deploy.run, runs.start]
+    tools: [deploy.run, runs.start, messages.send]
   scout:
     name: Scout
     harness: script
@@ -178,7 +178,7 @@ LAPTOP_CONFIG = """\
 agents:
   scout:
     name: Scout
-    tools: [peers.*]
+    tools: [peers.*, messages.send]
   other:
     tools: [peers.*]
 """
@@ -339,3 +339,42 @@ async def test_a_run_of_vps_scout_asked_from_laptops_chat_ends_with_its_result(
     done = await laptop_says(laptop, r"^✅ vps's scout finished \(run #\d+ there\)")
     assert done["text"].endswith("\nDone: every step ran.")  # the run's result, carried over
     await vps.message_with(chat, r"Looked into it: the disk on /srv")  # it spoke there
+
+
+async def test_an_agent_on_laptop_leaves_a_message_for_an_agent_on_vps(vps, laptop_on_sqlite):
+    laptop = laptop_on_sqlite
+    invitation = vps.invite("laptop")
+    chat = await vps.start()
+    await link(laptop, invitation)
+    actions = laptop.services.platform.actions
+    send = ToolCall(
+        "scout", "messages.send", {"to": "scout@vps", "text": "the disk is full"}, chat_id=0
+    )
+    sent = await actions.perform(send)  # it only speaks: no tap here; the owner there decides
+    assert sent.status is CallStatus.RAN and sent.result["to"] == "scout@vps", sent
+    nobody = ToolCall("scout", "messages.send", {"to": "nobody@vps", "text": "hi"}, chat_id=0)
+    unknown = await actions.perform(nobody)
+    card = await vps.message_with(chat, r"laptop \(for its agent scout\) wants to run 'messages")
+    assert '"text": "the disk is full"' in card["text"]
+    await vps.approve(chat, card)
+    read = ToolCall(
+        "scout", "peers.request", {"request": sent.result["request"], "wait_seconds": 25}
+    )
+    outcome = await actions.perform(read)
+    assert outcome.result["state"] == "done", outcome
+    refused = await actions.perform(
+        ToolCall("scout", "peers.request", {"request": unknown.result["request"]})
+    )
+    assert refused.result["state"] == "refused"
+    assert "no agent here is called 'nobody'" in refused.result["reason"]
+    store = Store(f"sqlite+aiosqlite:///{vps.data / 'aegis.sqlite3'}")
+    try:
+        async with store.read() as conn:
+            [message] = (await conn.execute(select(agent_messages))).all()
+    finally:
+        await store.close()
+    assert (message.sender, message.recipient, message.text) == (
+        "laptop",
+        "scout",
+        "the disk is full",
+    )

@@ -43,6 +43,8 @@ def request_text(request: PeerRequest) -> Html:
         head = html("✅ {}'s {} finished (run #{} there)", peer, agent, result["run"])
         said = str(result.get("result") or "").strip()
         return head + (html(":\n{}", clip(said, OUTPUT_CHARS)) if said else Html("."))
+    if state == "done" and request.action == "message":
+        return html("✅ {} passed the message to its agent {}.", peer, request.args.get("to"))
     if state == "done":
         return html("✅ {} ran {}", peer, doing) + _result(request.result)
     if state == "refused":
