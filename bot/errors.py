@@ -218,13 +218,24 @@ class FederationError(AegisError):
 class PeerRefused(FederationError):
     """Raised when a request fails a check, a peer's here or ours there; ``status`` is the HTTP
     answer (4xx only), ``reason`` a short code counted per peer, and the message a sentence
-    safe to send back: it never holds a secret, a signature or a header's value."""
+    safe to send back: it never holds a secret, a signature or a header's value. ``signed``:
+    the peer signed this refusal for our request (it had passed the peer's checks), so it is
+    the peer's own word and not a stranger's on the way."""
 
-    def __init__(self, status: int, reason: str, message: str, *, peer: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        peer: str | None = None,
+        signed: bool = False,
+    ):
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.peer = peer
+        self.signed = signed
 
 
 class PeerLinkRefused(FederationError, ValueError):

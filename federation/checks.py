@@ -58,6 +58,7 @@ class Checked:
     peer: str
     nonce: str
     skew: int  # the sender's clock minus ours, in seconds
+    key: bytes = b""  # the key the request was signed with: the answer is signed with it
 
 
 class NonceStore(Protocol):
@@ -94,19 +95,22 @@ def check(
         headers.nonce,
         request.body,
     )
-    if not _signed_by(link.keys, message, headers.signature, now):
-        if _signed_by(link.spent, message, headers.signature, now):
+    key = _signed_by(link.keys, message, headers.signature, now)
+    if key is None:
+        if _signed_by(link.spent, message, headers.signature, now) is not None:
             raise PeerRefused(409, "claimed", "this invitation was claimed already", peer=link.peer)
         raise PeerRefused(401, "bad_signature", "the signature does not verify", peer=link.peer)
-    return Checked(link.peer, headers.nonce, skew)
+    return Checked(link.peer, headers.nonce, skew, key)
 
 
-def _signed_by(keys: tuple[LinkKey, ...], message: bytes, given: str, now: float) -> bool:
-    matched = False
+def _signed_by(keys: tuple[LinkKey, ...], message: bytes, given: str, now: float) -> bytes | None:
+    """The live key that made ``given``, or None."""
+    matched = None
     for held in keys:
         live = held.until is None or now < held.until
         # every live key is compared, so the time taken does not tell which one matched
-        matched |= live and hmac.compare_digest(signature(held.key, message), given)
+        if hmac.compare_digest(signature(held.key, message), given) and live:
+            matched = held.key
     return matched
 
 

@@ -3,11 +3,14 @@ be reached or answered 5xx, never when it refused.
 
 Each try is signed anew, with a fresh nonce and timestamp: the peer refuses a nonce it has seen
 (409), and a try that did arrive before its answer was lost must not be taken for a replay.
-Every try has its own hard ceiling (``timeout``), so a stuck peer cannot hold the caller.
+Every try has its own hard ceiling (``timeout``), so a stuck peer cannot hold the caller. An
+answer is believed only when the peer signed it for this very request (federation/signing.py);
+one that is not is taken as no answer.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import secrets
 import time
@@ -27,7 +30,7 @@ from federation.invitations import Invitation, link_secret
 from federation.links import Direction, Peer, Peers
 from federation.requests import PeerRequest, RequestState
 from federation.server import CLAIM_PATH, REQUESTS_PATH, STATUS_PATH
-from federation.signing import Signer
+from federation.signing import NONCE, SIGNATURE, Signer, answer_canonical, signature
 
 LONGEST_ANSWER = 1_048_576
 STATES = {str(state) for state in RequestState}
@@ -130,17 +133,22 @@ class PeerClient:
             ) as response:
                 raw = await response.content.read(LONGEST_ANSWER)
                 status = response.status
+                answer_signature = response.headers.get(SIGNATURE)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise PeerUnreachable(
                 f"{name} at {base} could not be reached ({type(exc).__name__})"
             ) from exc
         answer = _json(raw)
+        expected = signature(signer.key, answer_canonical(status, headers[NONCE], raw))
+        signed = hmac.compare_digest(expected, answer_signature or "")
         if status >= 500:
             raise PeerUnreachable(f"{name} answered {status}: {_said(answer)}")
         if status >= 400:
             reason = str(answer.get("refused", "refused"))[:40]
             message = f"{name} refused the request ({status}): {_said(answer)}"
-            raise PeerRefused(status, reason, message, peer=name)
+            raise PeerRefused(status, reason, message, peer=name, signed=signed)
+        if not signed:  # changed on the way, or not from the peer: never believed
+            raise PeerUnreachable(f"{name}'s answer is not signed for our request; it was not used")
         return answer
 
 

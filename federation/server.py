@@ -31,6 +31,7 @@ from federation.links import Direction, Peers
 from federation.nonces import RedisNonces
 from federation.refusals import RefusalLog
 from federation.requests import check_ask
+from federation.signing import SIGNATURE, answer_canonical, signature
 
 logger = logging.getLogger(__name__)
 PREFIX = "/federation/"
@@ -150,13 +151,28 @@ async def answer(request: web.Request) -> web.Response:
         checked = await verify(
             incoming, links.get, federation.nonces, at, max_body=federation.max_body
         )
-        return await _act(federation, request, checked, links.get(checked.peer), _ask(body))
     except PeerRefused as refused:
         await federation.refusals.record(refused, at)
         return _error(refused.status, refused.reason, str(refused))
     except (FederationError, StoreError) as exc:
         logger.warning("a peer's request could not be checked: %s", exc)
         return _error(503, "unavailable", "this aegis cannot check requests now; try again")
+    # The request is the peer's own: whatever is answered now is signed for it.
+    try:
+        answered = await _act(federation, request, checked, links.get(checked.peer), _ask(body))
+    except PeerRefused as refused:
+        await federation.refusals.record(refused, at)
+        answered = _error(refused.status, refused.reason, str(refused))
+    except (FederationError, StoreError) as exc:
+        logger.warning("a peer's request could not be answered: %s", exc)
+        answered = _error(503, "unavailable", "this aegis cannot answer now; try again")
+    return _signed(answered, checked)
+
+
+def _signed(answered: web.Response, checked: Checked) -> web.Response:
+    message = answer_canonical(answered.status, checked.nonce, answered.body)
+    answered.headers[SIGNATURE] = signature(checked.key, message)
+    return answered
 
 
 async def _act(

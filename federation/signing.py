@@ -7,7 +7,17 @@ Each link has one secret ``K``; a request from A to B is signed with the directi
 
 Naming both ends is what keeps a request made for one instance from being good at another that
 shares the secret, and the direction key is what makes a request reflected back at its sender
-worthless there. Pure functions: no I/O, no clock but the one passed in.
+worthless there.
+
+B's answer to a request that passed its checks is signed too (an addition to the design's
+format, in ``X-Aegis-Signature`` of the answer), with the key the request was signed with, over
+
+    "v1-answer\n" status "\n" the request's nonce "\n" hex(sha256(answer body))
+
+so A believes only an answer B made for that very request: one changed on the way, or an old one
+replayed, does not verify. Its first line keeps an answer from ever reading as a request.
+
+Pure functions: no I/O, no clock but the one passed in.
 """
 
 from __future__ import annotations
@@ -37,6 +47,12 @@ def canonical(
     digest = hashlib.sha256(body).hexdigest()
     text = f"{VERSION}\n{method}\n{path_qs}\n{sender}\n{receiver}\n{ts}\n{nonce}\n{digest}"
     return text.encode("utf-8")
+
+
+def answer_canonical(status: int, nonce: str, body: bytes) -> bytes:
+    """The bytes an answer's signature covers."""
+    digest = hashlib.sha256(body).hexdigest()
+    return f"{VERSION}-answer\n{status}\n{nonce}\n{digest}".encode()
 
 
 def signature(key: bytes, message: bytes) -> str:

@@ -42,9 +42,9 @@ TRIES = 2  # of one send or poll, while the peer cannot be reached
 # 10 s + WAIT) and the pause between tries: the lease outlasts that, so turns never overlap.
 LEASE_TTL = timedelta(seconds=TRIES * (10 + WAIT) + 30)
 RETELL_WITHIN = timedelta(minutes=10)  # changed this recently: the sweep makes sure it was told
-# What a peer's refusal of a request means: these say the request itself was refused, so nothing
-# ran there; any other (our clock or secret refused, say) is the link's trouble, not the
-# request's, and the request waits as for a peer that cannot be reached.
+# What a peer's refusal of a request means: these, signed by the peer, say the request itself
+# was refused, so nothing ran there; any other (our clock or secret refused, say), or one not
+# signed, is the link's trouble, not the request's: it waits as for a peer that is down.
 REFUSED_REQUEST = frozenset({"bad_body", "no_such_action", "id_reused", "too_many"})
 
 
@@ -144,7 +144,7 @@ async def _ask(
     try:
         answer = await client.request(request, wait=wait)
     except PeerRefused as refused:
-        if refused.reason not in REFUSED_REQUEST:
+        if refused.reason not in REFUSED_REQUEST or not refused.signed:
             raise PeerUnreachable(str(refused)) from refused
         await _end(platform, requests, request, RequestState.REFUSED, str(refused))
         return None

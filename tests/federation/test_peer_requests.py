@@ -13,21 +13,22 @@ import sys
 import aiohttp
 import pyotp
 import pytest
+from aiohttp import web
 from sqlalchemy import select, update
 
 from bot.actions.held_calls import HeldCalls
 from bot.config.secrets import SecretFiles
-from bot.errors import PeerRefused
+from bot.errors import PeerRefused, PeerUnreachable
 from bot.store import migrate
 from bot.store.database import Store
-from bot.store.tables import peer_requests
+from bot.store.tables import peer_requests, peers
 from federation.acting import Acting
 from federation.client import PeerClient
 from federation.links import Peers
 from federation.requests import PeerRequests, RequestState, Way
 from federation.server import SERVED
 from tests.helpers.runs import message_with, tap
-from tests.helpers.stack import eventually, make_settings, running_stack
+from tests.helpers.stack import eventually, free_port, make_settings, running_stack
 
 CONFIG = """\
 agents:
@@ -137,8 +138,9 @@ async def test_the_same_id_with_other_arguments_is_refused_and_changes_nothing(v
     request = await queued(requests)
     await client.request(request)
     other = dataclasses.replace(request, args={"recipe": "other"})
-    with pytest.raises(PeerRefused, match="asked before with other arguments"):
+    with pytest.raises(PeerRefused, match="asked before with other arguments") as refused:
         await client.request(other)
+    assert refused.value.signed
     [row] = await rows_at(stack.store)
     assert row.args == {"recipe": "site"}
 
@@ -156,8 +158,9 @@ async def test_a_peer_with_no_agent_of_its_own_there_is_refused_and_nothing_runs
 async def test_an_action_outside_the_allow_list_is_refused(vps, laptop):
     stack, client, requests = await linked(vps, laptop)
     request = await queued(requests)
-    with pytest.raises(PeerRefused, match="action: one of deploy"):
+    with pytest.raises(PeerRefused, match="action: one of deploy") as refused:
         await client.request(dataclasses.replace(request, action="shell"))
+    assert refused.value.signed  # vps's own word on our request: nothing ran there
     assert await rows_at(stack.store) == []
 
 
@@ -267,3 +270,51 @@ async def test_past_the_cap_of_unfinished_requests_a_peer_is_refused_and_nothing
     assert len(await rows_at(stack.store)) == 2
     first = (await requests.unfinished_out())[0]
     assert (await client.request(first))["state"] == "waiting"  # a known one is still answered
+
+
+async def test_an_answer_changed_on_the_way_is_not_believed_nor_a_refusal_made_up_there(
+    vps, laptop
+):
+    """A man in the middle of a plain-http link: what he changes in vps's answer no longer
+    verifies, and a refusal he makes up is not vps's signed word."""
+    stack, client, requests = await linked(vps, laptop)
+    request = await queued(requests)
+    mode = {"now": "change"}
+
+    async def forward(incoming: web.Request) -> web.Response:
+        body = await incoming.read()
+        async with aiohttp.ClientSession() as session:
+            url = stack.settings.web_url + incoming.path_qs
+            async with session.post(url, data=body, headers=incoming.headers) as answer:
+                said, headers = await answer.read(), dict(answer.headers)
+        if mode["now"] == "change":
+            said = said.replace(b'"waiting"', b'"done"')
+            return web.Response(status=answer.status, body=said, headers=_kept(headers))
+        refusal = {"refused": "id_reused", "error": "made up"}
+        return web.json_response(refusal, status=409)
+
+    app = web.Application()
+    app.router.add_post("/{path:.*}", forward)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        async with laptop[0].write() as conn:
+            await conn.execute(
+                update(peers).where(peers.c.name == "vps").values(url=f"http://127.0.0.1:{port}")
+            )
+        with pytest.raises(PeerUnreachable, match="not signed for our request"):
+            await client.request(request)
+        mode["now"] = "refuse"
+        with pytest.raises(PeerRefused, match="made up") as refused:
+            await client.request(request)
+        assert not refused.value.signed
+    finally:
+        await runner.cleanup()
+
+
+def _kept(headers: dict) -> dict:
+    """The answer's headers a proxy passes on (its signature among them)."""
+    dropped = {"content-length", "date", "server", "content-type"}
+    return {k: v for k, v in headers.items() if k.lower() not in dropped}
