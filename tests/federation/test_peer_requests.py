@@ -21,12 +21,14 @@ from bot.config.secrets import SecretFiles
 from bot.errors import PeerRefused, PeerUnreachable
 from bot.store import migrate
 from bot.store.database import Store
-from bot.store.tables import peer_requests, peers
+from bot.store.tables import interactions, peer_requests, peers
 from federation.acting import Acting
 from federation.client import PeerClient
 from federation.links import Peers
 from federation.requests import PeerRequests, RequestState, Way
 from federation.server import SERVED
+from jobs.enqueue import make_enqueue
+from tests.helpers.interactions import move_into_past
 from tests.helpers.runs import message_with, tap
 from tests.helpers.stack import eventually, free_port, make_settings, running_stack
 
@@ -105,8 +107,13 @@ async def test_a_deploy_asked_by_a_peer_runs_once_after_a_tap_and_a_code_there(v
     card = await message_with(stack, r"laptop \(for its agent scout\) wants to run 'deploy.run'")
     assert "laptop acts for a federated peer" in card["text"]
     assert sys.executable in card["text"] and str(workdir) in card["text"]  # the exact command
-    waited = await client.request(request, wait=0.5)  # asked again: the same request, waiting
-    assert waited["state"] == "waiting" and waited["card"] is not None
+
+    async def carded():  # asked again: the same request, waiting on its card
+        answer = await client.request(request, wait=0.5)
+        return answer if answer["card"] is not None else None
+
+    waited = await eventually(carded, timeout=30)
+    assert waited["state"] == "waiting"
     assert "code" in await tap(stack, card, "Approve + code")
     await message_with(stack, "send the current 6-digit code", after=card["message_id"])
     assert not (workdir / "deploys").exists()  # a tap alone is not enough
@@ -318,3 +325,20 @@ def _kept(headers: dict) -> dict:
     """The answer's headers a proxy passes on (its signature among them)."""
     dropped = {"content-length", "date", "server", "content-type"}
     return {k: v for k, v in headers.items() if k.lower() not in dropped}
+
+
+async def test_a_card_left_unanswered_there_expires_and_the_request_ends_refused(vps, laptop):
+    stack, client, requests = await linked(vps, laptop)
+    _, _, _, workdir = vps
+    request = await queued(requests)
+    await client.request(request)
+
+    async def carded():
+        return (await client.request(request))["card"]
+
+    card = await eventually(carded, timeout=30)
+    await move_into_past(stack.store, interactions, card)
+    await make_enqueue(stack.broker)("sweep_interactions")  # the clock's sweep, at once
+    ended = await client.request(request, wait=20)
+    assert ended["state"] == "refused" and "did not answer in time" in ended["reason"]
+    assert "nothing was done" in ended["reason"] and not (workdir / "deploys").exists()
