@@ -29,7 +29,7 @@ from bot.actions.call import CallStatus, ToolCall
 from bot.actions.held_calls import HeldCalls
 from bot.agents.agent_run import AgentRun, RunState
 from bot.errors import StoreError
-from federation.requests import ACTIONS, OWNER, PeerRequest, PeerRequests, RequestState
+from federation.requests import ACTIONS, PeerRequest, PeerRequests, RequestState
 
 logger = logging.getLogger(__name__)
 RETRY_SECONDS = 5.0  # after the database failed us mid-request
@@ -159,7 +159,7 @@ class Acting:
             ACTIONS[request.action].tool,
             request.args,
             chat_id=self.owner_chat,
-            asked_by="owner" if request.agent == OWNER else f"agent {request.agent}",
+            asked_by=request.agent,
         )
         if resumed and _run_started(request):
             return await self._follow(request.result)

@@ -210,7 +210,10 @@ def _prompt(call: ToolCall, decision: Gate, explainer) -> str:
     # "site.edit changes something" reads "it changes something" after the tool's own name.
     reason = decision.reason.removeprefix(f"{call.tool} ")
     reason = f"it {reason}" if reason != decision.reason else reason
-    who = call.agent if call.asked_by is None else f"{call.agent} (for its {call.asked_by})"
+    who = call.agent
+    if call.asked_by is not None:  # a peer's request: who asked for it there
+        asker = "owner" if call.asked_by == "owner" else f"agent {call.asked_by}"
+        who = f"{call.agent} (for its {asker})"
     prompt = f"{who} wants to run {call.tool[:200]!r}: {reason}."
     try:
         what = explainer(call.args, call.caller()) if explainer is not None else None

@@ -30,6 +30,7 @@ class Caller:
     chat_id: int
     run_id: int | None = None
     card: int | None = None  # the approval card whose grant this call is using, if any
+    asked_by: str | None = None  # a peer's request: who asked there (its agent, or "owner")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class ToolCall:
     args: Any
     chat_id: int | None = None
     run_id: int | None = None
-    asked_by: str | None = None  # a peer's request: who asked there ("agent scout"), shown
+    asked_by: str | None = None  # a peer's request: who asked there (its agent, or "owner")
     args_hash: str | None = field(init=False, default=None)
     unhashable: str | None = field(init=False, default=None, repr=False)
 
@@ -58,7 +59,7 @@ class ToolCall:
 
     def caller(self, card: int | None = None) -> Caller:
         chat = self.chat_id if self.chat_id is not None else 0  # only a card needs a chat
-        return Caller(self.agent, chat, self.run_id, card)
+        return Caller(self.agent, chat, self.run_id, card, self.asked_by)
 
     @property
     def audited(self) -> dict[str, str | None]:

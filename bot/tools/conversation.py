@@ -10,9 +10,10 @@ owner in them.
 
 ``messages.send`` and ``messages.read`` let agents consult each other by slug (``slug@peer``:
 an agent of a linked aegis, bot/tools/peers.py, once that side's owner approves it with a
-code). The sender is always the caller. A reply names the message it answers, which must be one
-its sender received, and goes back to whoever wrote that message: so the text a reply cites is
-always its reader's own.
+code; such a message arrives from ``slug@peer``, and a reply to it goes back across, the text
+it answers quoted first). The sender is always the caller. A reply names the message it
+answers, which must be one its sender received, and goes back to whoever wrote that message: so
+the text a reply cites is always its reader's own.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, func, insert, select, update
 
-from bot.chat.text import visible
+from bot.chat.text import clip, visible
 from bot.errors import ToolRefused
 from bot.interactions.interaction import OPEN, Ask, Effects, Interaction, Kind, TimeoutPolicy
 from bot.store.database import serialize_on
@@ -103,22 +104,29 @@ def toolbox(platform: Platform) -> dict[str, ToolFunction]:
         on_peer = PEER_ADDRESS.fullmatch(args.get("to", ""))
         if on_peer is not None and "reply_to" not in args:
             return await _to_peer(platform, caller, *on_peer.groups(), args["text"])
+        # A peer's message is from its agent there ("scout@laptop"), so a reply finds its way.
+        sender = f"{caller.asked_by}@{caller.agent}" if caller.asked_by else caller.agent
+        to = args.get("to")
+        if "reply_to" in args:
+            async with store.read() as conn:
+                to, cited = await _reply_recipient(conn, args["reply_to"], to, caller.agent)
+            across = PEER_ADDRESS.fullmatch(to)
+            if across is not None:  # a reply to an agent of a linked aegis
+                text = f"> {clip(cited, CITED_CHARS)}\n\n{args['text']}"
+                return await _to_peer(platform, caller, *across.groups(), text)
         async with store.write() as conn:
-            to = args.get("to")
-            if "reply_to" in args:
-                to = await _reply_recipient(conn, args["reply_to"], to, caller.agent)
-            if to == caller.agent:
+            if to == sender:
                 raise ToolRefused("an agent cannot send a message to itself")
             if to not in platform.catalog.agents:
                 raise ToolRefused(f"no agent is called {to!r}")
             await serialize_on(conn, f"messages:{to}")
-            if await _unread_from(conn, caller.agent, to) >= MAX_UNREAD_FROM_ONE_SENDER:
+            if await _unread_from(conn, sender, to) >= MAX_UNREAD_FROM_ONE_SENDER:
                 raise ToolRefused(
                     f"{to} has not read your last {MAX_UNREAD_FROM_ONE_SENDER} messages yet; "
                     "wait for it before sending more"
                 )
             values = {
-                "sender": caller.agent,
+                "sender": sender,
                 "recipient": to,
                 "text": args["text"],
                 "reply_to": args.get("reply_to"),
@@ -206,17 +214,21 @@ def _answer(card: Interaction, moment: datetime) -> dict[str, Any]:
     }
 
 
-async def _reply_recipient(conn: AsyncConnection, reply_to: int, to: str | None, agent: str) -> str:
-    """Who a reply goes to: the sender of the message it answers, which ``agent`` received."""
-    query = select(agent_messages.c.sender).where(
+async def _reply_recipient(
+    conn: AsyncConnection, reply_to: int, to: str | None, agent: str
+) -> tuple[str, str]:
+    """Who a reply goes to, the sender of the message it answers, which ``agent`` received;
+    and that message's text."""
+    query = select(agent_messages.c.sender, agent_messages.c.text).where(
         agent_messages.c.id == reply_to, agent_messages.c.recipient == agent
     )
-    sender = (await conn.execute(query)).scalar_one_or_none()
-    if sender is None:
+    found = (await conn.execute(query)).first()
+    if found is None:
         raise ToolRefused(f"you received no message {reply_to}")
+    sender, text = found
     if to is not None and to != sender:
         raise ToolRefused(f"message {reply_to} came from {sender}: a reply goes back to its sender")
-    return sender
+    return sender, text
 
 
 async def _unread_from(conn: AsyncConnection, sender: str, recipient: str) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import signal
 import subprocess
@@ -33,6 +34,7 @@ from federation.invitations import read_invitation
 from federation.links import Peers
 from jobs.enqueue import make_enqueue
 from tests.helpers.cli import aegis_environment, run_aegis
+from tests.helpers.mcp import mcp_client
 from tests.helpers.runs import tap
 from tests.helpers.stack import (
     OWNER_CHAT,
@@ -51,6 +53,7 @@ agents:
   scout:
     name: Scout
     harness: script
+    tools: [messages.read, messages.send]
     deadline: 60
     steps:
       - say: "Looked into it: {{request}}"
@@ -82,11 +85,13 @@ class Vps:
         )
         self.totp = pyotp.random_base32()
         SecretFiles(self.data).put("totp", self.totp)
+        self.mcp_port = free_port()
         self.env = {
             "AEGIS_DATA_DIR": str(self.data),
             "AEGIS_CONFIG_FILE": str(self.data / "aegis.yaml"),
             "AEGIS_PEER_NAME": "vps",
             "AEGIS_PORT": str(self.port),
+            "AEGIS_MCP_PORT": str(self.mcp_port),
         }
         self.process: subprocess.Popen | None = None
         self.last_step: int | None = None  # the TOTP step whose code was used last
@@ -178,9 +183,12 @@ LAPTOP_CONFIG = """\
 agents:
   scout:
     name: Scout
-    tools: [peers.*, messages.send]
+    tools: [peers.*, messages.send, messages.read]
   other:
     tools: [peers.*]
+  vps:
+    peer: true
+    tools: [messages.send]
 """
 
 
@@ -378,3 +386,58 @@ async def test_an_agent_on_laptop_leaves_a_message_for_an_agent_on_vps(vps, lapt
         "scout",
         "the disk is full",
     )
+
+
+async def test_a_reply_from_vps_comes_back_to_laptops_agent_citing_what_it_answers(
+    vps, laptop_on_sqlite
+):
+    """Linked both ways: laptop's scout writes to scout@vps; vps's scout, a coding agent over
+    MCP, reads it from scout@laptop and replies; the reply crosses back, under laptop's own gate
+    and code, and laptop's scout reads it from scout@vps, the message it answers quoted."""
+    laptop = laptop_on_sqlite
+    totp = pyotp.random_base32()
+    SecretFiles(laptop.settings.data_dir).put("totp", totp)
+    invitation = vps.invite("laptop")
+    chat = await vps.start()
+    await link(laptop, invitation)
+    laptop_peers = Peers(laptop.store, SecretFiles(laptop.settings.data_dir))
+    back = await laptop_peers.invite("vps", us="laptop", url=laptop.settings.web_url)
+    added = await asyncio.to_thread(
+        run_aegis, ["peer", "add", "laptop", back.text()], vps.root, **vps.env
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    actions = laptop.services.platform.actions
+    send = {"to": "scout@vps", "text": "the disk is full"}
+    sent = await actions.perform(ToolCall("scout", "messages.send", send, chat_id=OWNER_CHAT))
+    assert sent.status is CallStatus.RAN, sent
+    card = await vps.message_with(chat, r"laptop \(for its agent scout\) wants to run 'messages")
+    await vps.approve(chat, card)
+    token = await asyncio.to_thread(run_aegis, ["agent", "token", "scout"], vps.root, **vps.env)
+    assert token.returncode == 0, token.stderr
+    settings = make_settings(vps.data, "sqlite://", "redis://", mcp_port=vps.mcp_port)
+    async with mcp_client(settings, token.stdout.strip()) as scout_there:
+
+        async def arrived():
+            read = await scout_there.call_tool("messages-read", {})
+            found = json.loads(read.content[0].text)["messages"]
+            return found[0] if found else None
+
+        message = await eventually(arrived, timeout=30)
+        assert (message["from"], message["text"]) == ("scout@laptop", "the disk is full")
+        reply = {"reply_to": message["id"], "text": "cleaned /var/log"}
+        replied = await scout_there.call_tool("messages-send", reply)
+        assert not replied.is_error, replied.content[0].text
+    here = await laptop_says(laptop, r"vps \(for its agent scout\) wants to run 'messages.send'")
+    assert "cleaned /var/log" in here["text"]
+    await tap(laptop, here, "Approve + code")
+    await laptop_says(laptop, "send the current 6-digit code")
+    await laptop.send(pyotp.TOTP(totp).now())
+    read = ToolCall("scout", "messages.read", {}, chat_id=OWNER_CHAT)
+
+    async def answered():
+        outcome = await actions.perform(read)
+        return outcome.result["messages"] if outcome.ran else None
+
+    [answer] = await eventually(answered, timeout=30)
+    assert answer["from"] == "scout@vps"
+    assert answer["text"] == "> the disk is full\n\ncleaned /var/log"
