@@ -470,5 +470,5 @@ async def test_a_grant_added_to_aegis_yaml_is_offered_without_a_restart(stack):
         after = {tool.name for tool in (await client.list_tools()).tools}
         refused = await client.call_tool("demo-read_clock", {})
     assert "demo-read_clock" in before and "runs-status" not in before
-    assert after == {"runs-list", "runs-status"}
+    assert after == {"runs-list", "runs-status", "runs-start"}
     assert refused.is_error and "is offered to other" in text_of(refused)
