@@ -33,6 +33,11 @@ async def agent_token(settings: Settings, agent: str, *, rotate: bool) -> Minted
     if catalog.agent(agent) is None:
         known = ", ".join(sorted(catalog.agents)) or "none"
         raise AegisError(f"no agent is called {agent!r} in aegis.yaml (agents: {known})")
+    if catalog.agent(agent).peer:
+        raise AegisError(
+            f"{agent} acts for a federated peer (peer: true): only that peer's signed requests "
+            "speak as it, so it gets no MCP token. Nothing was made"
+        )
     settings.ensure_data_dir()
     store = Store(settings.effective_database_url)
     try:

@@ -219,6 +219,13 @@ def test_agent_token_for_an_unknown_agent_names_the_known_ones(tmp_path):
     assert "no agent is called 'nobody'" in result.stderr and "coder" in result.stderr
 
 
+def test_an_agent_acting_for_a_peer_gets_no_token(tmp_path):
+    (tmp_path / "aegis.yaml").write_text("agents:\n  laptop:\n    peer: true\n    tools: []\n")
+    result = run(["agent", "token", "laptop"], tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "acts for a federated peer" in result.stderr and "Nothing was made" in result.stderr
+
+
 def test_status_where_aegis_never_ran_says_so_and_starts_nothing(tmp_path):
     result = run(["status"], tmp_path)
     assert result.returncode == 1
