@@ -24,7 +24,7 @@ from bot.config.settings import Settings, is_loopback
 from bot.errors import FederationError
 from bot.store import migrate
 from bot.store.database import Store, wait_for
-from federation.client import PeerClient
+from federation.client import PeerClient, status_line
 from federation.invitations import VALID_FOR, Invitation, read_invitation
 from federation.links import DEFAULT_OVERLAP, Direction, Peer, Peers
 
@@ -186,13 +186,7 @@ async def _add(peers: Peers, name: str, text: str, out: TextIO) -> int:
 async def _status(peers: Peers, name: str, out: TextIO) -> int:
     async with aiohttp.ClientSession(trust_env=False) as session:
         answer = await PeerClient(peers, session).status(name)
-    queues = answer.get("queues") or {}
-    depths = ", ".join(f"{queue} {depth}" for queue, depth in queues.items()) or "unknown"
-    said = f"{answer.get('instance')}, aegis {answer.get('version')}"
-    out.write(
-        f"{name} ({_printable(said)}): {'ok' if answer.get('ok') else 'NOT ok'}; "
-        f"queues: {_printable(depths)}\n"
-    )
+    out.write(status_line(name, answer) + "\n")
     return 0
 
 
@@ -201,11 +195,6 @@ def _span(seconds: int) -> str:
         if seconds % size == 0:
             return f"{seconds // size} {unit}"
     return f"{seconds} s"
-
-
-def _printable(text: str) -> str:
-    """What a peer said, without anything a terminal would act on."""
-    return "".join(c if c.isprintable() else "?" for c in text)[:300]
 
 
 def _list(links: list[Peer], out: TextIO) -> None:

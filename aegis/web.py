@@ -35,6 +35,7 @@ from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.upkeep.job_runs import JobRunRecord, JobRunStatus
 from emulator import DEFAULT_USER, EmulatorState, create_emulator_app
+from federation import client as federation_client
 from federation import server as federation_server
 from federation.acting import Acting
 from federation.links import Peers
@@ -171,6 +172,7 @@ def _services(settings: Settings, store, context: WebContext) -> Services:
     signer = callback_signer(files)
     enqueue = make_enqueue(context.broker)
     platform = Platform.build(settings, store, signer, enqueue)
+    federation_client.plug_into(platform)  # peers.status, for the MCP server's agents
     return Services(
         platform=platform,
         owners=Owners(store, owner_ids),

@@ -14,7 +14,7 @@ import hmac
 import json
 import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from tenacity import (
@@ -25,12 +25,17 @@ from tenacity import (
 )
 from yarl import URL
 
-from bot.errors import PeerLinkRefused, PeerRefused, PeerUnreachable
+from bot.config.secrets import SecretFiles
+from bot.errors import FederationError, PeerLinkRefused, PeerRefused, PeerUnreachable, ToolRefused
 from federation.invitations import Invitation, link_secret
 from federation.links import Direction, Peer, Peers
 from federation.requests import PeerRequest, RequestState
 from federation.server import CLAIM_PATH, REQUESTS_PATH, STATUS_PATH
 from federation.signing import NONCE, SIGNATURE, Signer, answer_canonical, signature
+
+if TYPE_CHECKING:
+    from bot.actions.call import Caller
+    from bot.core import Platform
 
 LONGEST_ANSWER = 1_048_576
 STATES = {str(state) for state in RequestState}
@@ -171,3 +176,42 @@ def _skew(answer: dict[str, Any], sent: float, received: float) -> float | None:
     if not isinstance(their, int | float):
         return None
     return round(float(their) - (sent + received) / 2, 3)
+
+
+def status_line(name: str, answer: dict[str, Any]) -> str:
+    """A peer's status in one line, what it said made safe to print."""
+    queues = answer.get("queues") or {}
+    if isinstance(queues, dict):
+        depths = ", ".join(f"{queue} {depth}" for queue, depth in queues.items()) or "unknown"
+    else:
+        depths = "unknown"
+    said = f"{answer.get('instance')}, aegis {answer.get('version')}"
+    health = "ok" if answer.get("ok") is True else "NOT ok"
+    return f"{name} ({_printable(said)}): {health}; queues: {_printable(depths)}"
+
+
+def _printable(text: str) -> str:
+    """What a peer said, without anything a terminal would act on."""
+    return "".join(c if c.isprintable() else "?" for c in text)[:300]
+
+
+def plug_into(platform: Platform) -> None:
+    """Give this process's tools the one that asks a peer over the network, ``peers.status``
+    (the core's tools never reach the network themselves)."""
+    peers = Peers(platform.store, SecretFiles(platform.settings.data_dir))
+
+    async def status(args: dict, caller: Caller) -> dict:
+        try:
+            async with aiohttp.ClientSession(trust_env=False) as session:
+                answer = await PeerClient(peers, session, tries=1).status(args["peer"])
+        except FederationError as exc:
+            raise ToolRefused(str(exc)) from None
+        return {
+            "peer": args["peer"],
+            "ok": answer.get("ok") is True,
+            "version": answer.get("version"),
+            "queues": answer.get("queues"),
+            "said": status_line(args["peer"], answer),
+        }
+
+    platform.actions.toolbox["peers.status"] = status

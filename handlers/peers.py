@@ -13,13 +13,15 @@ from __future__ import annotations
 import logging
 import re
 
+import aiohttp
 from telegram import Update
 from telegram.ext import ContextTypes
 
 from bot.chat.outbox_statements import insert_unless_keyed
 from bot.chat.views.peers import asked_text
 from bot.config.secrets import SecretFiles
-from bot.errors import BrokerError
+from bot.errors import BrokerError, FederationError
+from federation.client import PeerClient, status_line
 from federation.links import Direction, Peer, Peers
 from federation.requests import ACTIONS, PeerRequests
 from handlers.services import place_of, reply, reply_row, services
@@ -33,9 +35,23 @@ DEPLOY_USAGE = (
 
 
 async def peers(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``/peers``: the links; ``/peers NAME``: that peer's status, asked now."""
     platform = services(context).platform
-    links = await Peers(platform.store, SecretFiles(platform.settings.data_dir)).all()
-    await reply(update, context, peers_view(links))
+    known = Peers(platform.store, SecretFiles(platform.settings.data_dir))
+    words = (update.message.text or "").split()
+    if len(words) > 1:
+        await reply(update, context, await _status(known, words[1]))
+        return
+    await reply(update, context, peers_view(await known.all()))
+
+
+async def _status(known: Peers, name: str) -> str:
+    try:
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            answer = await PeerClient(known, session, tries=1).status(name)
+    except FederationError as exc:
+        return f"Could not ask {name}: {exc}"
+    return status_line(name, answer)
 
 
 def peers_view(links: list[Peer]) -> str:

@@ -22,6 +22,7 @@ from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.store.database import Store
+from federation import client as federation_client
 from jobs.enqueue import make_enqueue
 from jobs.monitors import probe
 from jobs.redis_client import loop_client
@@ -89,5 +90,6 @@ async def _create(settings: Settings) -> Resources:
         logger.warning("the Bot API is unreachable for now: %s", exc.message)
     signer = callback_signer(SecretFiles(settings.data_dir))
     platform = Platform.build(settings, store, signer, make_enqueue(dramatiq.get_broker()))
+    federation_client.plug_into(platform)  # peers.status, for the runs' agents
     redis_client = loop_client()
     return Resources(platform, bot, redis_client)

@@ -377,6 +377,12 @@ PEERS = (
         "skew.",
     ),
     ToolSpec(
+        "peers.status",
+        Effect.READ,
+        object_schema({"peer": PEER_NAME}, "peer"),
+        "Ask another aegis for its status: its health, version and queue depths.",
+    ),
+    ToolSpec(
         "peers.deploy",
         Effect.WRITE,
         object_schema(

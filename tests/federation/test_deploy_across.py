@@ -306,6 +306,13 @@ async def test_an_agent_on_laptop_asks_vps_to_deploy_and_long_polls_the_result(
     chat = await vps.start()
     await link(laptop, invitation)
     actions = laptop.services.platform.actions
+    status = ToolCall("scout", "peers.status", {"peer": "vps"}, chat_id=OWNER_CHAT)
+    said = await actions.perform(status)  # a read: at once
+    assert said.status is CallStatus.RAN and said.result["ok"] is True, said
+    assert said.result["said"].startswith("vps (vps, aegis ")
+    [shown] = await laptop.ask("/peers vps")
+    assert shown["text"].startswith("vps (vps, aegis ")
+    assert "): ok; queues: default" in shown["text"]
     asked = {"peer": "vps", "recipe": "site"}
     nowhere = await actions.perform(
         ToolCall("scout", "peers.deploy", {**asked, "peer": "nowhere"}, chat_id=OWNER_CHAT)
@@ -382,7 +389,7 @@ async def test_an_agent_on_laptop_leaves_a_message_for_an_agent_on_vps(vps, lapt
     finally:
         await store.close()
     assert (message.sender, message.recipient, message.text) == (
-        "laptop",
+        "scout@laptop",  # its sender there, so a reply finds its way back
         "scout",
         "the disk is full",
     )

@@ -203,7 +203,7 @@ COMMANDS = (
         "Links with other aegis instances",
         MACHINE,
         "each link with another aegis: which way it goes, its last contact, the clock skew "
-        "and the requests refused",
+        "and the requests refused; with a name, that aegis's status, asked now",
     ),
     Command(
         "deploy",
