@@ -9,7 +9,8 @@ vps is a server process of its own, pinned to ``--server-cpu``: aegis's federati
 SQLite store, with the whole of what a peer's request goes through there (federation/acting.py:
 the checks and the nonce in Redis, the request's row, the gate, the approval card for its owner,
 its outbox row), and a bare aiohttp handler beside it on the same port. vps's owner is never
-asked to tap here: what is measured ends when the card is waiting for them.
+asked to tap here: what is measured ends when the card is waiting for them, and the card then
+expires unanswered before the next sample (not measured), as the owner's silence would end it.
 
 laptop is this process, pinned to ``--client-cpu``: an agent's ``messages.send`` to
 ``scout@vps`` as the tool makes it (the request queued as a row in laptop's own SQLite store),
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -49,6 +51,7 @@ from federation_http import forget_nonces, free_port
 from fullstack import heading, percentile
 
 BARE = "/bare"
+EXPIRE = "/bench/expire/"  # the bench's own, on vps's side: not an aegis route
 CONFIG = """\
 agents:
   laptop:
@@ -64,6 +67,7 @@ async def serve(port: int, data_dir: Path, redis_url: str, namespace: str) -> No
     Prints the link's secret on stdout."""
     import redis.asyncio
     from aiohttp import web
+    from sqlalchemy import update
 
     from bot.actions import held_calls
     from bot.config.secrets import SecretFiles, callback_signer
@@ -71,15 +75,12 @@ async def serve(port: int, data_dir: Path, redis_url: str, namespace: str) -> No
     from bot.core import Platform
     from bot.store import migrate
     from bot.store.database import Store
-    from federation import requests as peer_requests
+    from bot.store.tables import interactions
     from federation import server
     from federation.acting import Acting
     from federation.links import Direction, Peers
     from federation.requests import PeerRequests
 
-    # Every sample leaves a card open (nobody taps here): lift the caps on open cards and on
-    # unfinished requests, which would otherwise refuse the samples past the first few.
-    held_calls.MAX_OPEN_CARDS = peer_requests.MOST_UNFINISHED = 10**9
     (data_dir / "aegis.yaml").write_text(CONFIG)
     settings = Settings(data_dir=data_dir, config_file=data_dir / "aegis.yaml", _env_file=None)
     store = Store(f"sqlite+aiosqlite:///{data_dir / 'aegis.sqlite3'}")
@@ -89,9 +90,7 @@ async def serve(port: int, data_dir: Path, redis_url: str, namespace: str) -> No
         return None  # the cards' deliveries: their outbox rows are written, nothing sends them
 
     platform = Platform.build(settings, store, callback_signer(SecretFiles(data_dir)), enqueue)
-    # The held calls sleep until a card is settled; one look a minute keeps a few hundred open
-    # samples from polling the database under the measured ones.
-    held = held_calls.HeldCalls(platform.actions, hold=25.0, poll=60.0)
+    held = held_calls.HeldCalls(platform.actions)
     acting = Acting(PeerRequests(store), held, owner_chat=1)
     peers = Peers(store, SecretFiles(data_dir))
     await peers.invite("laptop", us="vps", url=f"http://127.0.0.1:{port}")
@@ -105,9 +104,21 @@ async def serve(port: int, data_dir: Path, redis_url: str, namespace: str) -> No
         await request.read()
         return web.json_response({"id": "0" * 32, "state": "waiting", "time": time.time()})
 
+    async def expire(request: web.Request) -> web.Response:
+        """Between samples: the card left unanswered expires, so open cards never pile up."""
+        card = int(request.match_info["card"])
+        async with store.write() as conn:  # its time is up
+            due = datetime.now(UTC) - timedelta(seconds=1)
+            await conn.execute(
+                update(interactions).where(interactions.c.id == card).values(expires_at=due)
+            )
+        await platform.interactions.expire(card)
+        return web.json_response({})
+
     app = web.Application()
     served = server.mount(app)
     app.router.add_post(BARE, bare)
+    app.router.add_post(EXPIRE + "{card}", expire)
     client = redis.asyncio.Redis.from_url(redis_url)
     async with server.serving(peers, client, namespace, status, acting) as fed:
         served.federation = fed
@@ -137,8 +148,9 @@ async def laptop(data_dir: Path, base: str, secret: bytes):
     return store, peers, PeerRequests(store), PeerClient
 
 
-async def one_sample(requests, client, text: str) -> tuple[int, int]:
-    """The agent's message to scout@vps: ns until vps took it, and until its card waits."""
+async def one_sample(requests, client, session, base: str, text: str) -> tuple[int, int]:
+    """The agent's message to scout@vps: ns until vps took it, and until its card waits.
+    Then the card expires unanswered (not measured), as the owner's silence would end it."""
     started = time.perf_counter_ns()
     async with requests.store.write() as conn:
         row_id = await requests.queue(conn, "vps", "message", {"to": "scout", "text": text})
@@ -147,9 +159,14 @@ async def one_sample(requests, client, text: str) -> tuple[int, int]:
     taken = time.perf_counter_ns() - started
     while answer.get("card") is None:
         answer = await client.request(request)
+    carded = time.perf_counter_ns() - started
     if answer["state"] != "waiting":
         raise RuntimeError(f"vps did not hold the request on a card: {answer}")
-    return taken, time.perf_counter_ns() - started
+    async with session.post(f"{base}{EXPIRE}{answer['card']}") as expired:
+        assert expired.status == 200, expired.status
+    while answer["state"] == "waiting":
+        answer = await client.request(request, wait=5)
+    return taken, carded
 
 
 async def bare_sample(session, url: str, body: bytes) -> int:
@@ -173,7 +190,7 @@ async def bench(args, base: str, secret: bytes, data_dir: Path) -> dict[str, lis
                     bare.append(await bare_sample(session, base + BARE, body))
                 for sample in range(args.samples):
                     text = f"round {round_} sample {sample}: {secrets.token_hex(8)}"
-                    took, card = await one_sample(requests, client, text)
+                    took, card = await one_sample(requests, client, session, base, text)
                     taken.append(took)
                     carded.append(card)
                 if round_:
