@@ -265,6 +265,20 @@ async def test_a_deploy_asked_on_laptop_runs_on_vps_after_its_owner_approves_wit
     assert vps.deploys() == ["site"]
     told = [m for m in await laptop.bot_messages() if "deploy site" in (m.get("text") or "")]
     assert len(told) == 1 and told[0]["message_id"] == answer["message_id"]
+    # Asked again and denied there: laptop is told nothing was done, on that request's answer.
+    again = await laptop.send("/deploy site@vps")
+    second = await vps.message_with(
+        chat, r"laptop \(for its owner\) wants to run 'deploy.run'", after=card["message_id"]
+    )
+    buttons = {
+        b["text"]: b["callback_data"]
+        for row in second["reply_markup"]["inline_keyboard"]
+        for b in row
+    }
+    await chat.tap(VPS_CHAT, second["message_id"], buttons["Deny"])
+    denied = await laptop_says(laptop, r"^🚫 vps did not run deploy site: .*nothing was done")
+    assert denied["reply_to_message_id"] == again["message_id"]
+    assert vps.deploys() == ["site"]
 
 
 async def test_requests_to_vps_while_it_is_down_go_out_in_order_once_it_is_back(
