@@ -6,12 +6,12 @@ The request acts as the agent named after the peer, which aegis.yaml must declar
 A peer with no such agent is refused, as is one whose namesake is a local agent: a peer never
 acts as one of ours.
 
-Each request is held on its card the way an MCP call is (bot/actions/held_calls.py), again and
-again until the owner answers or the card expires, in a task of the web process; the peer's
-polls only read the row. A request still under way when the process stopped is taken up again
-at the next start: the identical call finds its card, or its grant. One whose grant had been
-used had started running, and how it ended is not known: it ends as failed, saying so, and is
-not run again.
+Each request is held on its card the way an MCP call is (bot/actions/held_calls.py), in a task
+of the web process; past that hold it waits on the card itself, then makes the identical call
+again once the owner has answered or the card has expired. The peer's polls only read the row.
+A request still under way when the process stopped is taken up again at the next start: the
+identical call finds its card, or its grant. One whose grant had been used had started
+running, and how it ended is not known: it ends as failed, saying so, and is not run again.
 
 A ``run`` request ends when the run it started ends, not when it starts: the run's id is kept
 on the row as soon as it is known, and the run is followed (again, after a restart) until it is
@@ -33,7 +33,8 @@ from federation.requests import ACTIONS, PeerRequest, PeerRequests, RequestState
 
 logger = logging.getLogger(__name__)
 RETRY_SECONDS = 5.0  # after the database failed us mid-request
-SHORTEST_ROUND = 1.0  # seconds between two holds of one request on its card, at the least
+SHORTEST_ROUND = 1.0  # seconds before a call held on no card is made again
+CARD_LOOK = 2.0  # seconds between two looks at a card a request waits on (a tap wakes it)
 FOLLOW_EVERY = 1.0  # seconds between two looks at a run a peer's request started
 ENDS = {
     CallStatus.RAN: RequestState.DONE,
@@ -177,9 +178,7 @@ class Acting:
         async def on_card(card: int) -> None:
             await self.requests.waiting(request.id, card)
 
-        loop = asyncio.get_running_loop()
         while True:
-            began = loop.time()
             outcome = await self.held.call(call, on_hold=on_card)
             if outcome.interaction_id is not None:  # kept even if on_card's write failed
                 await self.requests.waiting(request.id, outcome.interaction_id)
@@ -188,8 +187,34 @@ class Acting:
                 return await self._follow(outcome.result, outcome.interaction_id)
             if outcome.status is not CallStatus.GATED:
                 return ENDS[outcome.status], outcome.reason, outcome.result, outcome.interaction_id
-            # Still waiting for the owner: hold it again (the card bounds how long).
-            await asyncio.sleep(max(0.0, SHORTEST_ROUND - (loop.time() - began)))
+            # Still waiting for the owner: wait for the card itself (no pass through the gate,
+            # and so no audit row, until it is settled), then call again, which runs it on its
+            # grant or is refused as the owner said.
+            await self._settled_card(outcome.interaction_id)
+
+    async def _settled_card(self, card: int | None) -> None:
+        """Until ``card`` is settled (denied, approved, expired or gone): woken at once by a
+        tap in this process, else a look every ``CARD_LOOK`` seconds."""
+        if card is None:
+            await asyncio.sleep(SHORTEST_ROUND)
+            return
+        interactions = self.held.actions.interactions
+        settled = asyncio.Event()
+
+        def woken(settled_card: int) -> None:
+            if settled_card == card:
+                settled.set()
+
+        interactions.settled_listeners.append(woken)
+        try:
+            while True:
+                found = await interactions.get(card)
+                if found is None or not found.is_open:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(settled.wait(), timeout=CARD_LOOK)
+        finally:
+            interactions.settled_listeners.remove(woken)
 
     async def _follow(self, started: dict, card: int | None = None):
         """The end of the run a request started: done with the run's result once it

@@ -16,12 +16,13 @@ import pytest
 from aiohttp import web
 from sqlalchemy import select, update
 
+from bot.actions.audit import AuditEvent
 from bot.actions.held_calls import HeldCalls
 from bot.config.secrets import SecretFiles
 from bot.errors import PeerRefused, PeerUnreachable
 from bot.store import migrate
 from bot.store.database import Store
-from bot.store.tables import interactions, peer_requests, peers
+from bot.store.tables import audit_events, interactions, peer_requests, peers
 from federation.acting import Acting
 from federation.client import PeerClient
 from federation.links import Peers
@@ -57,7 +58,11 @@ deploy:
 
 @pytest.fixture
 async def vps(tmp_path, database_url, redis_server_url, redis_namespace):
-    settings = make_settings(tmp_path / "vps", database_url, redis_server_url, peer_name="vps")
+    # Calls are held on their cards for a second at a time, so a wait of a few seconds spans
+    # several holds.
+    settings = make_settings(
+        tmp_path / "vps", database_url, redis_server_url, peer_name="vps", mcp_hold_seconds=1.0
+    )
     workdir = tmp_path / "site"
     workdir.mkdir()
     settings.config_file.parent.mkdir(parents=True, exist_ok=True)
@@ -342,3 +347,28 @@ async def test_a_card_left_unanswered_there_expires_and_the_request_ends_refused
     ended = await client.request(request, wait=20)
     assert ended["state"] == "refused" and "did not answer in time" in ended["reason"]
     assert "nothing was done" in ended["reason"] and not (workdir / "deploys").exists()
+
+
+async def test_a_long_wait_on_the_card_makes_no_pass_through_the_gate_until_it_is_answered(
+    vps, laptop
+):
+    stack, client, requests = await linked(vps, laptop)
+    _, _, secret, workdir = vps
+    request = await queued(requests)
+    await client.request(request)
+    card = await message_with(stack, r"wants to run 'deploy.run'")
+    await asyncio.sleep(5)  # five holds' worth
+    async with stack.store.read() as conn:
+        rounds = (
+            await conn.execute(
+                select(audit_events).where(
+                    audit_events.c.agent == "laptop", audit_events.c.event == AuditEvent.WAITING
+                )
+            )
+        ).all()
+    assert rounds == []  # it waits on the card, not by asking the gate again and again
+    await tap(stack, card, "Approve + code")
+    await message_with(stack, "send the current 6-digit code", after=card["message_id"])
+    await stack.send(pyotp.TOTP(secret).now())
+    assert (await client.request(request, wait=20))["state"] == "done"
+    assert (workdir / "deploys").read_text() == "once\n"
