@@ -462,3 +462,19 @@ async def test_a_reply_from_vps_comes_back_to_laptops_agent_citing_what_it_answe
     [answer] = await eventually(answered, timeout=30)
     assert answer["from"] == "scout@vps"
     assert answer["text"] == "> the disk is full\n\ncleaned /var/log"
+
+
+async def test_what_cannot_be_asked_of_a_peer_is_answered_in_words_and_queues_nothing(
+    laptop_on_sqlite,
+):
+    laptop = laptop_on_sqlite
+    [usage] = await laptop.ask("/deploy site")
+    assert usage["text"].startswith("Say which recipe and which aegis: /deploy site@vps")
+    [unknown] = await laptop.ask("/deploy site@nowhere")
+    assert "no link called nowhere" in unknown["text"] and "Nothing was asked" in unknown["text"]
+    [empty] = await laptop.ask("/run scout@nowhere")
+    assert empty["text"].startswith("Say what scout@nowhere should do")
+    [unlinked] = await laptop.ask("/run scout@nowhere check the disk")
+    assert "no link called nowhere" in unlinked["text"]
+    async with laptop.store.read() as conn:
+        assert (await conn.execute(select(peer_requests))).all() == []
