@@ -144,39 +144,10 @@ class PeerRequests:
     ) -> tuple[PeerRequest, bool]:
         """The peer's request as our "in" row, made now (True) or found (False). The same id
         with another action, arguments or agent is refused (409): an id names one request."""
-        moment = now()
-        row = {
-            "direction": Way.IN,
-            "peer": peer,
-            "request_id": request_id,
-            "action": action,
-            "args": args,
-            "agent": agent,
-            "state": RequestState.WAITING,
-            "tries": 1,
-            "created_at": moment,
-            "updated_at": moment,
-        }
-        made = False
-        if await self.find(Way.IN, peer, request_id) is None:
-            try:
-                async with self.store.write() as conn:
-                    await serialize_on(conn, f"peer-requests:{peer}")
-                    if await _unfinished_in(conn, peer) >= MOST_UNFINISHED:
-                        raise PeerRefused(
-                            429,
-                            "too_many",
-                            f"{MOST_UNFINISHED} requests of yours are under way here already; "
-                            "ask again once some have ended",
-                            peer=peer,
-                        )
-                    await conn.execute(insert(peer_requests).values(**row))
-                made = True
-            except IntegrityError:
-                pass  # the same id, sent twice at once: the other made it
-        found = await self.find(Way.IN, peer, request_id)
-        if found is None:  # removed between the two statements: never by aegis itself
-            raise PeerRefused(409, "id_reused", "this request's id cannot be used; choose another")
+        found = await self.find(Way.IN, peer, request_id)  # a poll: this read is all it costs
+        made = found is None
+        if made:
+            found = await self._make_in(peer, request_id, action, args, agent)
         if (found.action, _json(found.args), found.agent) != (action, _json(args), agent):
             raise PeerRefused(
                 409,
@@ -186,6 +157,51 @@ class PeerRequests:
                 peer=peer,
             )
         return found, made
+
+    async def _make_in(
+        self, peer: str, request_id: str, action: str, args: dict[str, Any], agent: str
+    ) -> PeerRequest:
+        """A new "in" row, within the peer's cap; the row of the same id sent at once by
+        another request, if that one made it first."""
+        moment = now()
+        row = {
+            "direction": Way.IN,
+            "peer": peer,
+            "request_id": request_id,
+            "action": action,
+            "args": args,
+            "agent": agent,
+            "state": RequestState.WAITING,
+            "reason": None,
+            "result": None,
+            "card": None,
+            "chat_id": None,
+            "outbox_id": None,
+            "tries": 1,
+            "created_at": moment,
+            "updated_at": moment,
+            "finished_at": None,
+        }
+        try:
+            async with self.store.write() as conn:
+                await serialize_on(conn, f"peer-requests:{peer}")
+                if await _unfinished_in(conn, peer) >= MOST_UNFINISHED:
+                    raise PeerRefused(
+                        429,
+                        "too_many",
+                        f"{MOST_UNFINISHED} requests of yours are under way here already; "
+                        "ask again once some have ended",
+                        peer=peer,
+                    )
+                inserted = insert(peer_requests).values(**row).returning(peer_requests.c.id)
+                row["id"] = (await conn.execute(inserted)).scalar_one()
+        except IntegrityError:  # the same id, sent twice at once: the other made it
+            found = await self.find(Way.IN, peer, request_id)
+            if found is None:  # removed since: never by aegis itself
+                refused = "this id cannot be used; choose another"
+                raise PeerRefused(409, "id_reused", refused) from None
+            return found
+        return _request(row)
 
     async def unfinished_in(self) -> list[PeerRequest]:
         """The peers' requests still under way here, oldest first (resumed at start)."""
@@ -349,26 +365,10 @@ async def _unfinished_in(conn: AsyncConnection, peer: str) -> int:
 
 
 def _request(row) -> PeerRequest:
-    values = dict(row._mapping)
-    return PeerRequest(
-        id=values["id"],
-        way=Way(values["direction"]),
-        peer=values["peer"],
-        request_id=values["request_id"],
-        action=values["action"],
-        args=values["args"],
-        agent=values["agent"],
-        state=RequestState(values["state"]),
-        reason=values["reason"],
-        result=values["result"],
-        card=values["card"],
-        chat_id=values["chat_id"],
-        outbox_id=values["outbox_id"],
-        tries=values["tries"],
-        created_at=values["created_at"],
-        updated_at=values["updated_at"],
-        finished_at=values["finished_at"],
-    )
+    """A row (or the values of one) as a request."""
+    values = dict(getattr(row, "_mapping", row))
+    way, state = Way(values.pop("direction")), RequestState(values.pop("state"))
+    return PeerRequest(way=way, state=state, **values)
 
 
 def _json(value: Any) -> str:
