@@ -20,11 +20,9 @@ from bot.actions.audit import AuditEvent
 from bot.actions.held_calls import HeldCalls
 from bot.config.secrets import SecretFiles
 from bot.errors import PeerRefused, PeerUnreachable
-from bot.store import migrate
 from bot.store.database import Store
 from bot.store.tables import audit_events, interactions, peer_requests, peers
 from federation.acting import Acting
-from federation.client import PeerClient
 from federation.links import Peers
 from federation.requests import PeerRequests, RequestState, Way
 from federation.server import SERVED
@@ -76,25 +74,12 @@ async def vps(tmp_path, database_url, redis_server_url, redis_namespace):
         yield stack, Peers(stack.store, SecretFiles(settings.data_dir)), secret, workdir
 
 
-@pytest.fixture
-async def laptop(tmp_path):
-    (tmp_path / "laptop").mkdir()
-    store = Store(f"sqlite+aiosqlite:///{tmp_path / 'laptop' / 'aegis.sqlite3'}")
-    await migrate.upgrade(store)
-    peers = Peers(store, SecretFiles(tmp_path / "laptop"))
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield store, PeerClient(peers, session, tries=2, timeout=5)
-    finally:
-        await store.close()
-
-
 async def linked(vps, laptop, name: str = "laptop"):
     stack, vps_peers, *_ = vps
-    store, client = laptop
+    peers_there, client = laptop
     invitation = await vps_peers.invite(name, us="vps", url=stack.settings.web_url)
     await client.link("vps", invitation)
-    return stack, client, PeerRequests(store)
+    return stack, client, PeerRequests(peers_there.store)
 
 
 async def queued(requests: PeerRequests, recipe: str = "site", agent: str = "scout"):
@@ -312,7 +297,7 @@ async def test_an_answer_changed_on_the_way_is_not_believed_nor_a_refusal_made_u
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        async with laptop[0].write() as conn:
+        async with laptop[0].store.write() as conn:
             await conn.execute(
                 update(peers).where(peers.c.name == "vps").values(url=f"http://127.0.0.1:{port}")
             )

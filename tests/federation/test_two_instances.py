@@ -7,15 +7,11 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import aiohttp
 import pytest
 
 from bot.config.secrets import SecretFiles
 from bot.errors import FederationError
-from bot.store import migrate
-from bot.store.database import Store
 from federation import client as client_module
-from federation.client import PeerClient
 from federation.links import Direction, LinkState, Peers
 from tests.helpers.stack import make_settings, running_stack
 
@@ -30,19 +26,6 @@ async def vps(tmp_path, redis_server_url, redis_namespace):
     )
     async with running_stack(settings, namespace=redis_namespace) as stack:
         yield stack, Peers(stack.store, SecretFiles(settings.data_dir))
-
-
-@pytest.fixture
-async def laptop(tmp_path):
-    (tmp_path / "laptop").mkdir()
-    store = Store(f"sqlite+aiosqlite:///{tmp_path / 'laptop' / 'aegis.sqlite3'}")
-    await migrate.upgrade(store)
-    peers = Peers(store, SecretFiles(tmp_path / "laptop"))
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield peers, PeerClient(peers, session, tries=2, timeout=5)
-    finally:
-        await store.close()
 
 
 async def _linked(vps, laptop):
