@@ -59,12 +59,15 @@ async def ask_peer(peer: str) -> dict:
     if not await keep():
         return {"turn": "taken by another worker"}
     try:
-        turn = await _turn(platform, peer, keep)
+        reachable = await _turn(platform, peer, keep)
     finally:
         await leases.release(name, holder)
-    if turn["reachable"] and await PeerRequests(platform.store).unfinished_out(peer):
-        await asyncio.to_thread(ask_peer.send, peer)  # under way, or queued as this one ended
-    return turn
+    # Read once the lease is let go: a request queued while this turn ended is seen here, or
+    # its own job finds the lease free.
+    under_way = len(await PeerRequests(platform.store).unfinished_out(peer))
+    if reachable and under_way:
+        await asyncio.to_thread(ask_peer.send, peer)
+    return {"reachable": reachable, "under_way": under_way}
 
 
 @dramatiq.actor(queue_name="default", max_retries=0)
@@ -82,7 +85,8 @@ async def sweep_peer_requests(schedule: str = "") -> dict:
     return {"peers_owed_a_turn": len(owed)}
 
 
-async def _turn(platform, peer: str, keep) -> dict:
+async def _turn(platform, peer: str, keep) -> bool:
+    """One turn of the peer's outbox; whether the peer could be reached."""
     requests = PeerRequests(platform.store)
     peers = Peers(platform.store, SecretFiles(platform.settings.data_dir))
     unreachable: PeerUnreachable | None = None
@@ -115,8 +119,7 @@ async def _turn(platform, peer: str, keep) -> dict:
                     await _ask(platform, requests, client, request, 0.0)
             except PeerUnreachable as exc:
                 unreachable = exc
-    left = await requests.unfinished_out(peer)
-    return {"reachable": unreachable is None, "under_way": len(left)}
+    return unreachable is None
 
 
 async def _not_reached(platform, requests: PeerRequests, request: PeerRequest, exc) -> None:
