@@ -29,6 +29,38 @@ Check = tuple[int, CheckResult, datetime]  # a monitor's id, what its check foun
 MOVE_MANY = update(monitors).where(monitors.c.id == bindparam("monitor_id"))
 
 
+# A success of a steady monitor: its last check, one more success in a row (executemany).
+STEADY_MANY = (
+    update(monitors)
+    .where(monitors.c.id == bindparam("monitor_id"))
+    .values(
+        last_check_at=bindparam("checked_at"),
+        last_latency_ms=bindparam("latency_ms"),
+        successes=monitors.c.successes + 1,
+    )
+)
+
+
+async def _steady_in(conn, ids: list[int]) -> set[int]:
+    """Which of these monitors are steady: up, their last check a success, not flapping and
+    not paused. Their rows are locked as read, like the rows judged whole."""
+    if not ids:
+        return set()
+    query = select(monitors.c.id).where(
+        monitors.c.id.in_(ids),
+        monitors.c.state == MonitorState.UP,
+        monitors.c.last_ok.is_(True),
+        monitors.c.flapping_since.is_(None),
+        monitors.c.paused.is_(False),
+    )
+    return set((await conn.execute(query.with_for_update())).scalars())
+
+
+def _steady(check: Check) -> dict[str, Any]:
+    monitor_id, result, moment = check
+    return {"monitor_id": monitor_id, "checked_at": moment, "latency_ms": result.latency_ms}
+
+
 @dataclass(frozen=True)
 class Flapping:
     """Whether this check starts or ends a stretch of flapping."""
@@ -61,25 +93,42 @@ class Checks:
     async def _record_in(self, conn, checks, chat_id, agents, asked, summary) -> None:
         """The rows are read locked (FOR UPDATE on Postgres; SQLite has one writer), so two
         checks of one monitor racing are judged one after the other, never on the same
-        counters: one opens the incident, the other finds it open."""
+        counters: one opens the incident, the other finds it open.
+
+        A success of a steady monitor (up, its last check a success, not flapping) changes only
+        its last check and its run of successes: those are written without reading the row
+        whole. Every other check is judged on the whole row."""
+        steady = await _steady_in(conn, [check[0] for check in checks if check[1].ok])
+        counted = [check for check in checks if check[0] in steady]
+        if counted:
+            await conn.execute(STEADY_MANY, [_steady(check) for check in counted])
+            summary["checks_ok"] += len(counted)
+        others = [check for check in checks if check[0] not in steady]
+        if others:
+            counted += await self._judge_in(conn, others, chat_id, agents, asked, summary)
+        await _count_in(conn, counted)
+
+    async def _judge_in(self, conn, checks, chat_id, agents, asked, summary) -> list[Check]:
+        """Judge these checks on their rows, read whole; returns those of monitors still
+        watched (a paused or removed monitor's check is dropped)."""
         query = select(monitors).where(monitors.c.id.in_([check[0] for check in checks]))
         rows = await conn.execute(query.with_for_update())
         current = {row.id: Monitor.from_row(row) for row in rows.all()}
         quiet: list[dict[str, Any]] = []
-        hours: Counter[tuple[int, datetime, str]] = Counter()
-        for monitor_id, result, moment in checks:
+        counted: list[Check] = []
+        for check in checks:
+            monitor_id, result, moment = check
             monitor = current.get(monitor_id)
             if monitor is None or monitor.paused:
                 summary["checks_dropped"] += 1
                 continue
+            counted.append(check)
             verdict = judge(monitor.spec, monitor.counters, result)
             flips = _flips(monitor, result.ok, moment)
             flapping = _flapping(monitor, flips, moment)
             if flapping.ends:
                 flips = []  # what came before the calm no longer counts towards the next
             values = _moved(monitor, verdict, flips, flapping, result, moment)
-            hours[(monitor_id, _hour(moment), "checks")] += 1
-            hours[(monitor_id, _hour(moment), "ups")] += int(result.ok)
             summary["checks_ok" if result.ok else "checks_failed"] += 1
             if _quiet(verdict, flapping):  # most checks: nothing to tell anyone
                 quiet.append({"monitor_id": monitor_id, **values})
@@ -92,7 +141,7 @@ class Checks:
             )
         if quiet:
             await conn.execute(MOVE_MANY, quiet)
-        await self._count_in(conn, hours)
+        return counted
 
     async def _alert_in(
         self, conn, monitor, verdict, flapping, result, chat_id, agents, moment, asked
@@ -141,24 +190,6 @@ class Checks:
         )
         return {"reminders_sent": int(reminded)}
 
-    async def _count_in(self, conn, hours: Counter) -> None:
-        rows: dict[tuple[int, datetime], dict[str, Any]] = {}
-        for (monitor_id, hour, counted), count in hours.items():
-            row = rows.setdefault((monitor_id, hour), {"monitor_id": monitor_id, "hour": hour})
-            row[counted] = count
-        if not rows:
-            return
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        statement = dialect.insert(monitor_hours)
-        statement = statement.on_conflict_do_update(
-            index_elements=["monitor_id", "hour"],
-            set_={
-                "checks": monitor_hours.c.checks + statement.excluded.checks,
-                "ups": monitor_hours.c.ups + statement.excluded.ups,
-            },
-        )
-        await conn.execute(statement, list(rows.values()))
-
 
 @dataclass
 class _Opener:
@@ -198,6 +229,31 @@ class _Opener:
             remind_every=remind_every,
         )
         return opened is not None
+
+
+async def _count_in(conn, checks: list[Check]) -> None:
+    """Add these checks to their monitors' hourly counts, for uptime (one row per monitor and
+    hour, however many checks)."""
+    rows: dict[tuple[int, datetime], dict[str, Any]] = {}
+    for monitor_id, result, moment in checks:
+        hour = _hour(moment)
+        row = rows.setdefault(
+            (monitor_id, hour), {"monitor_id": monitor_id, "hour": hour, "checks": 0, "ups": 0}
+        )
+        row["checks"] += 1
+        row["ups"] += int(result.ok)
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(monitor_hours)
+    statement = statement.on_conflict_do_update(
+        index_elements=["monitor_id", "hour"],
+        set_={
+            "checks": monitor_hours.c.checks + statement.excluded.checks,
+            "ups": monitor_hours.c.ups + statement.excluded.ups,
+        },
+    )
+    await conn.execute(statement, list(rows.values()))
 
 
 def _moved(monitor, verdict: Verdict, flips, flapping: Flapping, result, moment) -> dict:

@@ -9,7 +9,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
@@ -17,9 +17,10 @@ from bot.chat.outgoing import OutboxKind
 from bot.chat.text import plain
 from bot.monitors.incident import Tap
 from bot.monitors.incidents import Incidents
-from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec, MonitorState
+from bot.monitors.monitor import CheckResult, Counters, MonitorKind, MonitorSpec, MonitorState
 from bot.monitors.monitors import Monitors
-from bot.store.tables import incidents, outbox
+from bot.store.tables import incidents, monitor_hours, outbox
+from bot.store.tables import monitors as monitors_table
 
 CHAT = 4242
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -249,3 +250,67 @@ async def test_monitors_shows_a_monitor_not_checked_for_three_intervals_as_stale
         "Pause #1",
         "Remove #1",
     ]
+
+
+async def hours_of(store) -> dict[int, tuple[int, int]]:
+    async with store.read() as conn:
+        rows = (await conn.execute(select(monitor_hours))).all()
+    return {row.monitor_id: (row.checks, row.ups) for row in rows}
+
+
+async def test_one_batch_judges_steady_new_down_paused_and_removed_monitors_each_their_way(
+    monitors, store
+):
+    """Steady successes are written without judging the row; the rest are judged whole."""
+    ids = {}
+    for name in ("steady", "new", "down", "paused", "removed", "flapping"):
+        monitor, _ = await monitors.watch(MonitorSpec(name, MonitorKind.HTTP, f"https://{name}/"))
+        ids[name] = monitor.id
+    at = T0
+    for name, results in (("steady", [OK]), ("down", [FAIL] * 3), ("paused", [OK])):
+        for result in results:
+            await monitors.record(ids[name], result, chat_id=CHAT, moment=at)
+    await monitors.pause(ids["paused"], True)
+    await monitors.remove(ids["removed"])
+    async with store.write() as conn:  # flapping, though its last check was a success
+        await conn.execute(
+            update(monitors_table)
+            .where(monitors_table.c.id == ids["flapping"])
+            .values(state="up", last_ok=True, successes=4, flapping_since=T0)
+        )
+    before = await hours_of(store)
+    moment = T0 + timedelta(minutes=1)
+    fast = CheckResult(True, 3.5, detail="200 in 3.5 ms")
+    batch = [(ids[name], fast, moment) for name in ids]
+    summary = await monitors.record_many(batch, chat_id=CHAT)
+    assert summary["checks_ok"] == 4 and summary["checks_dropped"] == 2  # paused, removed
+    shown = {monitor.spec.name: monitor for monitor in await monitors.all()}
+    assert shown["steady"].counters == Counters(MonitorState.UP, 0, 2)
+    assert (shown["steady"].last_check_at, shown["steady"].last_latency_ms) == (moment, 3.5)
+    assert shown["new"].counters == Counters(MonitorState.UP, 0, 1)  # its first up: judged
+    assert shown["down"].counters == Counters(MonitorState.DOWN, 0, 1)  # one of two to recover
+    assert shown["down"].last_error == "503 Service Unavailable"  # kept while still down
+    assert shown["flapping"].counters.successes == 5
+    assert shown["paused"].last_check_at == T0  # its check after the pause is dropped
+    after = await hours_of(store)
+    grew = {key: (after[key][0] - before.get(key, (0, 0))[0]) for key in after}
+    assert grew == {ids[name]: 1 for name in ("steady", "new", "down", "flapping")} | {
+        ids["paused"]: 0
+    }
+
+
+async def test_a_long_steady_up_then_three_failures_opens_one_incident(monitors, store):
+    line = await timeline(monitors)
+    await line.check(OK, 30)
+    [monitor] = await monitors.all()
+    assert monitor.counters == Counters(MonitorState.UP, 0, 30)
+    await line.check(FAIL, 2)
+    assert await sent(store) == []
+    await line.check(FAIL)
+    assert len(cards(await sent(store))) == 1
+    await line.check(OK, 2)  # recovered, then steady again
+    await line.check(OK, 5)
+    [card, edit] = await sent(store)
+    assert edit.edit_of == card.id
+    [monitor] = await monitors.all()
+    assert monitor.counters == Counters(MonitorState.UP, 0, 7)
