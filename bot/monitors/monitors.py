@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 
 from bot.chat.views import monitors as views
 from bot.errors import MonitorRefused
 from bot.monitors.checks import MOVE_MANY, Check, Checks, subjects
 from bot.monitors.incidents import Asked, Incidents
 from bot.monitors.monitor import (
+    STALE_AFTER_INTERVALS,
     CheckResult,
     Monitor,
     MonitorSpec,
@@ -49,6 +50,7 @@ CLAIM_AHEAD = timedelta(seconds=5)
 KEEP_HOURS = timedelta(days=8)  # uptime rows: the 7 days /monitors shows, and a day's margin
 KEEP_WATCHES = timedelta(days=30)  # process watches, once over
 PRUNE_BATCH = 1000  # process watches a pass forgets at most
+STALE_AFTER = timedelta(seconds=STALE_AFTER_INTERVALS)  # times a monitor's interval in seconds
 
 
 @dataclass
@@ -249,6 +251,25 @@ class Monitors:
     async def get(self, monitor_id: int) -> Monitor | None:
         async with self.store.read() as conn:
             return await self._get_in(conn, monitor_id)
+
+    async def stale(self, moment: datetime) -> list[Monitor]:
+        """The monitors gone stale (``Monitor.is_stale``). The watchdog asks every minute and
+        most are not, so the database picks them, interval by interval (there are few), and
+        only they are read whole."""
+        since = func.coalesce(monitors.c.last_check_at, monitors.c.created_at)
+        interval = monitors.c.spec["interval_seconds"].as_integer()
+        watched = monitors.c.paused.is_(False)
+        async with self.store.read() as conn:
+            intervals = (await conn.execute(select(interval).where(watched).distinct())).scalars()
+            late = [
+                and_(interval == seconds, since < moment - seconds * STALE_AFTER)
+                for seconds in intervals.all()
+            ]
+            if not late:
+                return []
+            rows = await conn.execute(select(monitors).where(watched, or_(*late)))
+            found = [Monitor.from_row(row) for row in rows.all()]
+        return [monitor for monitor in found if monitor.is_stale(moment)]
 
     async def uptimes(self, moment: datetime | None = None) -> dict[int, views.Uptime]:
         moment = moment or now()

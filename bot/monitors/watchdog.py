@@ -104,8 +104,7 @@ class Watchdog:
                 f"Monitor {monitor.name} is stale",
                 f"not checked since {short_time(monitor.last_check_at or monitor.created_at)}",
             )
-            for monitor in await self.monitors.all()
-            if monitor.is_stale(moment)
+            for monitor in await self.monitors.stale(moment)
         ]
 
     async def _open_in(self, conn) -> list[Incident]:

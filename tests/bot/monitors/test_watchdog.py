@@ -13,7 +13,7 @@ from bot.chat.callbacks import CallbackSigner
 from bot.chat.outbox import Outbox
 from bot.chat.text import plain
 from bot.monitors.incidents import Incidents
-from bot.monitors.monitor import MonitorKind, MonitorSpec
+from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec
 from bot.monitors.monitors import Monitors
 from bot.monitors.process_watch import Look, WatchStatus
 from bot.monitors.specs import process_watch
@@ -121,6 +121,26 @@ async def test_a_stale_monitor_raises_a_card(watchdog, store):
     assert summary["incidents_opened"] == 1
     [card] = await cards(store)
     assert card.startswith("⚠️ Monitor db is stale")
+
+
+async def test_stale_picks_by_each_monitors_own_interval_and_skips_paused_ones(watchdog):
+    monitors = watchdog.monitors
+    made = {}
+    for name, every in (("fast", 10), ("slow", 600), ("checked", 10), ("paused", 10)):
+        spec = MonitorSpec(name, MonitorKind.TCP, f"{name}.test:80", interval_seconds=every)
+        made[name], _ = await monitors.watch(spec)
+    start = made["fast"].created_at
+    await monitors.record(made["checked"].id, CheckResult(True, 1.0), chat_id=None, moment=start)
+    await monitors.pause(made["paused"].id, True)
+    assert await monitors.stale(start + timedelta(seconds=29)) == []
+    later = start + timedelta(seconds=60)  # three of 10 s are over, not three of 600 s
+    await monitors.record(made["checked"].id, CheckResult(True, 1.0), chat_id=None, moment=later)
+    assert [monitor.name for monitor in await monitors.stale(later)] == ["fast"]
+    assert {m.name for m in await monitors.stale(start + timedelta(minutes=31))} == {
+        "fast",
+        "slow",
+        "checked",
+    }
 
 
 async def test_each_pass_forgets_uptime_older_than_a_week_and_watches_over_for_a_month(
