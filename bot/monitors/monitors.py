@@ -41,12 +41,12 @@ CHAT, FILE = "chat", "file"
 Enqueue = Callable[..., Awaitable[None]]
 CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
 # The clock claims slots once the soonest is WAKE_AHEAD away, and then every slot due within
-# CLAIM_AHEAD: a message to the workers every few seconds rather than every second, which is
-# most of what a check costs beyond its request (bench/monitors.py). The worker waits for each
+# CLAIM_AHEAD: a transaction and a message to the workers every several seconds rather than
+# every second, which was most of what a check cost beyond its request (bench/monitors.py). The worker waits for each
 # slot to the millisecond, so lateness does not change; a worker lost meanwhile loses at most
 # those seconds of checks (the next slots check again).
 WAKE_AHEAD = timedelta(seconds=1)
-CLAIM_AHEAD = timedelta(seconds=5)
+CLAIM_AHEAD = timedelta(seconds=10)
 KEEP_HOURS = timedelta(days=8)  # uptime rows: the 7 days /monitors shows, and a day's margin
 KEEP_WATCHES = timedelta(days=30)  # process watches, once over
 PRUNE_BATCH = 1000  # process watches a pass forgets at most

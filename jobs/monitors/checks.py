@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 RECORD_EVERY = 5.0
 # A slot further ahead than this (the clock's claim window and a margin: clocks apart) is
 # checked then, not later.
-MAX_EARLY = 10.0
+MAX_EARLY = 15.0
 
 
 # On the default queue: it only starts the checks, and a queue of its own would add two more

@@ -83,6 +83,7 @@ async def check(spec: MonitorSpec) -> CheckResult:
     return CheckResult(True, latency, detail=f"{answer.status} in {latency:.0f} ms")
 
 
+@functools.lru_cache(maxsize=1024)  # a target is checked every interval: read it once
 def _http_host(target: str) -> str | None:
     """The host of an http or https URL; None for anything else."""
     try:
