@@ -102,10 +102,8 @@ async def _tick(
         await _quietly(reminders.seconds_until_next(ceiling=1.0)),
     ]
     if monitors is not None:
-        await _quietly(monitors.enqueue_due(enqueue))
-        waits.append(await _quietly(monitors.seconds_until_next(ceiling=1.0)))
-        await _quietly(monitors.processes.enqueue_due(enqueue))
-        waits.append(await _quietly(monitors.processes.seconds_until_next(ceiling=1.0)))
+        waits.append(await _quietly(monitors.tick(enqueue, ceiling=1.0)))
+        waits.append(await _quietly(monitors.processes.tick(enqueue, ceiling=1.0)))
     return min((w for w in waits if w is not None), default=1.0)
 
 

@@ -52,7 +52,6 @@ from bot.monitors.monitor import phase_of
 BASELINE_AGENT = "bench-baseline"
 AEGIS_AGENT = "aegis-monitor"  # jobs/monitors/probes/http.py's User-Agent
 SETTLE_SECONDS = 5.0  # after /healthz answers, before the idle figures
-IDLE_SECONDS = 30.0  # idle CPU (aegis's and its twin's, side by side) over this; RSS at its end
 CARD_GAP_SECONDS = 2.0  # between the monitors added to go down, for the card latency
 
 
@@ -278,11 +277,11 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
         await asyncio.sleep(SETTLE_SECONDS)
         idle_cpu = cpu_seconds(aegis_pids(aegis, data_dir))
         twin_idle_cpu = cpu_seconds(aegis_pids(twin, twin_dir / ".aegis"))
-        await asyncio.sleep(IDLE_SECONDS)
-        idle_cpu = (cpu_seconds(aegis_pids(aegis, data_dir)) - idle_cpu) / IDLE_SECONDS
+        await asyncio.sleep(args.idle_seconds)
+        idle_cpu = (cpu_seconds(aegis_pids(aegis, data_dir)) - idle_cpu) / args.idle_seconds
         twin_idle_cpu = (
             cpu_seconds(aegis_pids(twin, twin_dir / ".aegis")) - twin_idle_cpu
-        ) / IDLE_SECONDS
+        ) / args.idle_seconds
         idle_rss = rss_mb(aegis_pids(aegis, data_dir))
         print(
             f"aegis up idle (with its Redis): {idle_rss:.0f} MB RSS, "
@@ -452,6 +451,12 @@ async def main() -> None:
     )
     parser.add_argument(
         "--seconds", type=int, default=180, help="measured window after a warm-up of one interval"
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=60,
+        help="aegis and its twin idle side by side this long first, for their ratio (default 60)",
     )
     parser.add_argument(
         "--cards", type=int, default=20, help="monitors that go down at the end, for card latency"

@@ -42,9 +42,9 @@ Enqueue = Callable[..., Awaitable[None]]
 CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
 # The clock claims slots once the soonest is WAKE_AHEAD away, and then every slot due within
 # CLAIM_AHEAD: a transaction and a message to the workers every several seconds rather than
-# every second, which was most of what a check cost beyond its request (bench/monitors.py). The worker waits for each
-# slot to the millisecond, so lateness does not change; a worker lost meanwhile loses at most
-# those seconds of checks (the next slots check again).
+# every second, which was most of what a check cost beyond its request (bench/monitors.py). The
+# worker waits for each slot to the millisecond, so lateness does not change; a worker lost
+# meanwhile loses at most those seconds of checks (the next slots check again).
 WAKE_AHEAD = timedelta(seconds=1)
 CLAIM_AHEAD = timedelta(seconds=10)
 KEEP_HOURS = timedelta(days=8)  # uptime rows: the 7 days /monitors shows, and a day's margin
@@ -163,16 +163,29 @@ class Monitors:
 
     # The clock's part
 
+    async def tick(self, enqueue: Enqueue, *, ceiling: float) -> float:
+        """The clock's turn: claim the slots due (``enqueue_due``), and return how long the
+        clock may sleep, until the soonest slot comes within ``WAKE_AHEAD`` (at most
+        ``ceiling``). A turn with nothing due reads one row and writes nothing."""
+        soonest, moment = await self._soonest(), now()
+        if _near(soonest, moment):
+            await self._claim(enqueue, moment)
+            soonest = await self._soonest()
+        if soonest is None:
+            return ceiling
+        return max(0.0, min(ceiling, (soonest - WAKE_AHEAD - now()).total_seconds()))
+
     async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
         """Once the soonest slot is within ``WAKE_AHEAD``, claim every slot due within
-        ``CLAIM_AHEAD`` and enqueue their checks, a message per hundred, each slot with its
-        monitor's spec and state; returns how many. The worker waits for each slot to the
-        millisecond, so the clock need not wake for every one. A claimed slot moves to the next
-        slot ahead, so after downtime a monitor gets one check, never a burst."""
+        ``CLAIM_AHEAD`` and enqueue their checks; returns how many."""
         moment = moment or now()
-        soonest = await self._soonest()
-        if soonest is None or soonest > moment + WAKE_AHEAD:
-            return 0
+        return await self._claim(enqueue, moment) if _near(await self._soonest(), moment) else 0
+
+    async def _claim(self, enqueue: Enqueue, moment: datetime) -> int:
+        """Claim every slot due within ``CLAIM_AHEAD`` and enqueue their checks, a message per
+        hundred, each slot with its monitor's spec and state. The worker waits for each slot to
+        the millisecond, so the clock need not wake for every one. A claimed slot moves to the
+        next slot ahead, so after downtime a monitor gets one check, never a burst."""
         claimed, moves = [], []
         async with self.store.write() as conn:
             # Locked as read (FOR UPDATE on Postgres; SQLite has one writer): a second clock by
@@ -194,13 +207,6 @@ class Monitors:
         for start in range(0, len(claimed), CHECKS_PER_MESSAGE):
             await enqueue("check_monitors", claimed[start : start + CHECKS_PER_MESSAGE])
         return len(claimed)
-
-    async def seconds_until_next(self, *, ceiling: float) -> float:
-        """How long the clock may sleep: until the soonest slot comes within ``WAKE_AHEAD``."""
-        soonest = await self._soonest()
-        if soonest is None:
-            return ceiling
-        return max(0.0, min(ceiling, (soonest - WAKE_AHEAD - now()).total_seconds()))
 
     async def _soonest(self) -> datetime | None:
         query = select(func.min(monitors.c.next_check_at)).where(monitors.c.paused.is_(False))
@@ -331,3 +337,8 @@ def _new_row(spec: MonitorSpec, source: str, moment: datetime) -> dict[str, Any]
         "next_check_at": moment,  # checked at once: you see at once that it works
         "created_at": moment,
     }
+
+
+def _near(soonest: datetime | None, moment: datetime) -> bool:
+    """Whether the soonest slot is near enough for the clock to claim the slots due."""
+    return soonest is not None and soonest <= moment + WAKE_AHEAD

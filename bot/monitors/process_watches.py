@@ -95,6 +95,18 @@ class ProcessWatches:
 
     # The clock's part
 
+    async def tick(self, enqueue: Enqueue, *, ceiling: float) -> float:
+        """The clock's turn: claim the looks due (``enqueue_due``), and return how long the
+        clock may sleep (at most ``ceiling``). A turn with nothing due reads one row and writes
+        nothing."""
+        soonest, moment = await self._soonest(), now()
+        if soonest is not None and soonest <= moment:
+            await self.enqueue_due(enqueue, moment)
+            soonest = await self._soonest()
+        if soonest is None:
+            return ceiling
+        return max(0.0, min(ceiling, (soonest - now()).total_seconds()))
+
     async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
         """Claim every look that is due and enqueue it; returns how many."""
         moment = moment or now()
@@ -120,15 +132,12 @@ class ProcessWatches:
             await enqueue(CHECK_ACTOR, watch_id)
         return len(claimed)
 
-    async def seconds_until_next(self, *, ceiling: float) -> float:
+    async def _soonest(self) -> datetime | None:
         query = select(func.min(process_watches.c.next_check_at)).where(
             process_watches.c.status == WatchStatus.WATCHING
         )
         async with self.store.read() as conn:
-            soonest = (await conn.execute(query)).scalar_one_or_none()
-        if soonest is None:
-            return ceiling
-        return max(0.0, min(ceiling, (soonest - now()).total_seconds()))
+            return (await conn.execute(query)).scalar_one_or_none()
 
     # A look's result
 

@@ -21,6 +21,7 @@ from bot.monitors.monitor import CheckResult, Counters, MonitorKind, MonitorSpec
 from bot.monitors.monitors import Monitors
 from bot.store.tables import incidents, monitor_hours, outbox
 from bot.store.tables import monitors as monitors_table
+from bot.timeutil import now
 
 CHAT = 4242
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -233,6 +234,23 @@ async def test_the_clock_claims_a_few_seconds_of_slots_at_once_once_the_first_is
     assert sorted(m.next_check_at for m in await monitors.all()) == [
         slot + timedelta(minutes=1) for slot in slots
     ]
+
+
+async def test_the_clocks_turn_claims_what_is_near_then_sleeps_until_the_next(monitors):
+    enqueued = []
+
+    async def enqueue(actor, due):
+        enqueued.append(due)
+
+    assert await monitors.tick(enqueue, ceiling=1.0) == 1.0  # nothing watched
+    await monitors.watch(MonitorSpec("db", MonitorKind.TCP, "db.test:5432"))  # due at once
+    wait = await monitors.tick(enqueue, ceiling=3600.0)
+    [[claimed]] = enqueued
+    [monitor] = await monitors.all()
+    assert claimed[0] == monitor.id and monitor.next_check_at > datetime.fromisoformat(claimed[1])
+    # It sleeps until the next slot is a second away (WAKE_AHEAD), not the ceiling.
+    until = (monitor.next_check_at - timedelta(seconds=1) - now()).total_seconds()
+    assert abs(wait - max(0.0, until)) < 0.5
 
 
 async def test_monitors_shows_a_monitor_not_checked_for_three_intervals_as_stale(monitors):

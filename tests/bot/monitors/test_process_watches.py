@@ -88,6 +88,16 @@ async def test_the_clock_claims_each_look_once_and_the_deadline_gets_a_look(watc
     assert later.next_look(T0 + timedelta(seconds=590)) == T0 + timedelta(minutes=10)
 
 
+async def test_the_clocks_turn_claims_a_due_look_and_says_how_long_to_sleep(watches):
+    enqueued = Enqueued()
+    assert await watches.tick(enqueued, ceiling=1.0) == 1.0  # nothing watched: the ceiling
+    watch = await start(watches)  # its first look was due at T0, long ago
+    assert await watches.tick(enqueued, ceiling=1.0) == 1.0  # claimed; the next is 30 s ahead
+    assert enqueued == [("check_process", watch.id)]
+    assert await watches.tick(enqueued, ceiling=60.0) > 0  # nothing due: only read
+    assert len(enqueued) == 1
+
+
 async def test_a_watch_goes_on_with_its_progress_then_passes_once(watches):
     watch = await start(watches)
     first = await watches.record(watch.id, Look(WatchStatus.WATCHING, "12/40 done"), T0)
