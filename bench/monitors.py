@@ -16,10 +16,15 @@ same time and against the same target:
 - its idle twin: a second ``aegis up`` that is never given a monitor, measured over the same
   window, so that what the monitors cost is told apart from what aegis costs anyway.
 
-After a warm-up of one interval, both are measured over ``--seconds``: the checks the target saw,
-the CPU seconds (user + system) of each side's processes (aegis's with its embedded Redis), aegis's
-RSS above its idle RSS, and each check's lateness, its arrival minus its slot (the latest slot at or
-before the arrival). Numbers are only comparable within one run; the ratios are the result.
+After a warm-up of one interval, both are measured over ``--seconds``, in ``--rounds`` windows:
+the checks the target saw, the CPU seconds (user + system) of each side's processes (aegis's with
+its embedded Redis), aegis's RSS above its idle RSS, and each check's lateness, its arrival minus
+its slot (the latest slot at or before the arrival). After each window every monitor is paused
+(in aegis's own rows, as its Pause button does), and once the slots claimed ahead are done, aegis
+is measured as long again: what the same process costs with the monitors and without, minutes
+apart, is the figure least moved by the machine's drift. Each window resumes the monitors at
+their next slot (aegis's Resume would check them all at once). Numbers are only comparable within
+one run; the ratios are the result.
 
 Last, ``--cards`` monitors that fail from their first check (``fail_after: 1``) are added, one
 every 2 s, and the owner's chat at the emulator is read every 20 ms: the time from each one's
@@ -39,20 +44,28 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 import psutil
 from fullstack import bench_environment, cpu_seconds, free_port, heading, percentile, rss_mb, stop
+from sqlalchemy import select
 
 from aegis.embedded_redis import EmbeddedRedis
-from bot.monitors.monitor import phase_of
+from bot.monitors.checks import MOVE_MANY
+from bot.monitors.monitor import next_slot, phase_of
+from bot.store.database import Store
+from bot.store.tables import monitors
+from bot.timeutil import now
 
 BASELINE_AGENT = "bench-baseline"
 AEGIS_AGENT = "aegis-monitor"  # jobs/monitors/probes/http.py's User-Agent
 SETTLE_SECONDS = 5.0  # after /healthz answers, before the idle figures
 CARD_GAP_SECONDS = 2.0  # between the monitors added to go down, for the card latency
+# After pausing them all, before the window off: the slots claimed ahead are checked and their
+# results recorded (CLAIM_AHEAD of bot/monitors/monitors.py, RECORD_EVERY of jobs/monitors/).
+PAUSE_SETTLE_SECONDS = 20.0
 
 
 # The target and the baseline: this script run again in a process of its own ---------------------
@@ -137,6 +150,12 @@ class Side:
     # aegis's idle CPU over the twin's, measured side by side before the monitors: two
     # instances of one program idle at rates a few percent apart, as much as the monitors cost
     twin_scale: float = 1.0
+    rounds: list[Round] = field(default_factory=list)
+
+    @property
+    def above_paused_ms_per_check(self) -> float:
+        spent = sum(each.above_paused_cpu_seconds for each in self.rounds)
+        return spent * 1000 / self.checks if self.checks else float("nan")
 
     @property
     def cpu_ms_per_check(self) -> float:
@@ -302,17 +321,23 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
         pids = aegis_pids(aegis, data_dir)
         twin_pids = aegis_pids(twin, twin_dir / ".aegis")
         redis = [pid for pid in pids if pid != aegis.pid and pid not in children(aegis)]
-        start = time.time()
-        aegis_cpu, baseline_cpu = cpu_seconds(pids), cpu_seconds([baseline.pid])
-        redis_cpu, twin_cpu = cpu_seconds(redis), cpu_seconds(twin_pids)
-        await asyncio.sleep(args.seconds)
-        end = time.time()
-        aegis_cpu = cpu_seconds(pids) - aegis_cpu
-        redis_cpu = cpu_seconds(redis) - redis_cpu
-        twin_cpu = cpu_seconds(twin_pids) - twin_cpu
-        baseline_cpu = cpu_seconds([baseline.pid]) - baseline_cpu
-        extra_rss = rss_mb(aegis_pids(aegis, data_dir)) - idle_rss
-        baseline_rss = rss_mb([baseline.pid])
+        store = Store(f"sqlite+aiosqlite:///{data_dir / 'aegis.sqlite3'}")
+        rounds: list[Round] = []
+        window = args.seconds / args.rounds
+        try:
+            for number in range(args.rounds):
+                on = await measure(pids, redis, twin_pids, [baseline.pid], seconds=window)
+                if number == args.rounds - 1:
+                    extra_rss = rss_mb(aegis_pids(aegis, data_dir)) - idle_rss
+                    baseline_rss = rss_mb([baseline.pid])
+                await pause_all(store, True, args.interval)
+                await asyncio.sleep(PAUSE_SETTLE_SECONDS)
+                off = await measure(pids, redis, twin_pids, [baseline.pid], seconds=window)
+                await pause_all(store, False, args.interval)
+                rounds.append(Round(on, off))
+                print(f"round {number + 1} of {args.rounds} measured", flush=True)
+        finally:
+            await store.close()
         for process in processes:
             if process.poll() is not None:
                 raise RuntimeError(f"{process.args[1:3]} exited with {process.returncode}")
@@ -330,25 +355,75 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
         EmbeddedRedis(data_dir).stop()  # a daemon: stopped here whatever aegis up did
         EmbeddedRedis(twin_dir / ".aegis").stop()
 
-    window = (start, end)
-    aegis_late = lateness(stamps, AEGIS_AGENT, ids, args.interval, window)
-    baseline_late = lateness(stamps, BASELINE_AGENT, plain, args.interval, window)
+    aegis_late, baseline_late = [], []
+    for each in rounds:
+        late = lateness(stamps, AEGIS_AGENT, ids, args.interval, each.on.window)
+        each.checks = len(late)
+        aegis_late += late
+        baseline_late += lateness(stamps, BASELINE_AGENT, plain, args.interval, each.on.window)
+    measured = sum(each.on.seconds for each in rounds)
     return (
-        Side("baseline", len(baseline_late), baseline_cpu, baseline_late),
+        Side("baseline", len(baseline_late), sum(r.on.cpu[3] for r in rounds), baseline_late),
         Side(
             "aegis up",
             len(aegis_late),
-            aegis_cpu,
+            sum(r.on.cpu[0] for r in rounds),
             aegis_late,
             extra_rss,
-            idle_cpu * (end - start),
-            redis_cpu,
-            twin_cpu,
+            idle_cpu * measured,
+            sum(r.on.cpu[1] for r in rounds),
+            sum(r.on.cpu[2] for r in rounds),
             idle_cpu / twin_idle_cpu,
+            rounds,
         ),
         baseline_rss,
         card_latency,
     )
+
+
+@dataclass
+class Window:
+    window: tuple[float, float]  # time.time() at its start and end
+    cpu: tuple[float, ...]  # CPU seconds of aegis, its Redis, the twin and the baseline
+
+    @property
+    def seconds(self) -> float:
+        return self.window[1] - self.window[0]
+
+
+@dataclass
+class Round:
+    """A window with the monitors on, then one as long with all of them paused."""
+
+    on: Window
+    off: Window
+    checks: int = 0  # aegis's checks the target saw in the window on
+
+    @property
+    def above_paused_cpu_seconds(self) -> float:
+        return self.on.cpu[0] - self.off.cpu[0] * self.on.seconds / self.off.seconds
+
+
+async def measure(*groups: list[int], seconds: float) -> Window:
+    """The CPU seconds each group of processes spends over the next ``seconds``."""
+    before, start = [cpu_seconds(pids) for pids in groups], time.time()
+    await asyncio.sleep(seconds)
+    after, end = [cpu_seconds(pids) for pids in groups], time.time()
+    return Window((start, end), tuple(b - a for a, b in zip(before, after, strict=True)))
+
+
+async def pause_all(store: Store, paused: bool, interval: int) -> None:
+    """Pause every monitor, or resume each at its next wall-clock slot, as aegis's own pause
+    does but for the slot: aegis's resume checks at once, which for all of them is a burst."""
+    moment = now()
+    async with store.write() as conn:
+        ids = (await conn.execute(select(monitors.c.id))).scalars().all()
+        changes = [
+            {"monitor_id": monitor_id, "paused": paused}
+            | ({} if paused else {"next_check_at": next_slot(monitor_id, interval, moment)})
+            for monitor_id in ids
+        ]
+        await conn.execute(MOVE_MANY, changes)
 
 
 async def cards_seen(args, config: Path, target_url: str, data_dir: Path, port: int) -> dict:
@@ -424,6 +499,18 @@ def report(args, baseline: Side, aegis: Side, baseline_rss: float, cards: list) 
         f"taken out: {aegis.above_scaled_twin_ms_per_check:.3f} ms per check, {scaled:.2f} x "
         "the baseline (target ≤ 2)"
     )
+    paused = aegis.above_paused_ms_per_check / baseline.cpu_ms_per_check
+    each = ", ".join(
+        f"{r.above_paused_cpu_seconds * 1000 / r.checks / baseline.cpu_ms_per_check:.2f}"
+        for r in aegis.rounds
+        if r.checks
+    )
+    print(
+        f"  the same with aegis's own CPU with every monitor paused taken out (rounds of "
+        f"{args.seconds / args.rounds:.0f} s on, then as long paused): "
+        f"{aegis.above_paused_ms_per_check:.3f} ms per check, {paused:.2f} x the baseline "
+        f"(target ≤ 2; each round: {each})"
+    )
     print(f"aegis RSS above idle: {aegis.extra_rss_mb:.1f} MB (target ≤ 40 MB)")
     print(f"aegis slot lateness p99: {p99:.0f} ms (target ≤ 1000 ms)")
     print(f"(the baseline process's whole RSS, for scale: {baseline_rss:.0f} MB)")
@@ -453,6 +540,13 @@ async def main() -> None:
         "--seconds", type=int, default=180, help="measured window after a warm-up of one interval"
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="the measured seconds in this many windows, each followed by one as long with "
+        "every monitor paused (default 3)",
+    )
+    parser.add_argument(
         "--idle-seconds",
         type=float,
         default=60,
@@ -466,6 +560,8 @@ async def main() -> None:
     args = parser.parse_args()
     if args.interval < 10:
         parser.error("aegis accepts intervals of 10 s at least")
+    if args.rounds < 1:
+        parser.error("--rounds must be 1 or more")
     with tempfile.TemporaryDirectory(prefix="aegis-bench-") as directory:
         if args.aegis_log is None:
             args.aegis_log = Path(directory) / "aegis.log"
