@@ -50,7 +50,6 @@ CLAIM_AHEAD = timedelta(seconds=10)
 KEEP_HOURS = timedelta(days=8)  # uptime rows: the 7 days /monitors shows, and a day's margin
 KEEP_WATCHES = timedelta(days=30)  # process watches, once over
 PRUNE_BATCH = 1000  # process watches a pass forgets at most
-STALE_AFTER = timedelta(seconds=STALE_AFTER_INTERVALS)  # times a monitor's interval in seconds
 
 
 @dataclass
@@ -268,7 +267,10 @@ class Monitors:
         async with self.store.read() as conn:
             intervals = (await conn.execute(select(interval).where(watched).distinct())).scalars()
             late = [
-                and_(interval == seconds, since < moment - seconds * STALE_AFTER)
+                and_(
+                    interval == seconds,
+                    since < moment - timedelta(seconds=seconds * STALE_AFTER_INTERVALS),
+                )
                 for seconds in intervals.all()
             ]
             if not late:
