@@ -433,6 +433,8 @@ class Outbox:
                 )
                 recorded = row["recorded"] == 1
                 following = _from_driver(row) if row["id"] is not None else None
+                if recorded and claim_next and following is None:
+                    following = await self._claim_after_record(pg, message.id, moment)
             else:
                 status = await pg.execute(PG_RECORD_PART, *held, moment + LEASE)
                 recorded = status == "UPDATE 1"
@@ -442,6 +444,18 @@ class Outbox:
         message.parts_sent = len(ids)
         message.lease_until = None if done else moment + LEASE
         return following
+
+    @staticmethod
+    async def _claim_after_record(pg, message_id: int, moment: datetime):
+        """The chat's next row, claimed in a statement of its own once the record committed.
+
+        The record's statement sees the rows as they were when it began. A row committed
+        while it ran is not in its view, and that row's own delivery, finding the recorded
+        message still being sent, left the chat to this drain: nobody would claim it until
+        the sweep. Claiming again with a fresh view closes that gap; it costs a round trip
+        only when a drain ends."""
+        row = await pg.fetchrow(PG_CLAIM_NEXT_IN_CHAT, message_id, moment, moment + LEASE)
+        return _from_driver(row) if row is not None else None
 
     # A delivery passes the message it claimed (``held``): the change then applies only while
     # its lease is still the row's, so a delivery that stalled past its lease cannot undo what

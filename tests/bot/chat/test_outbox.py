@@ -212,6 +212,64 @@ async def test_recording_the_last_part_claims_the_chats_next_row_and_nothing_els
     assert (await box.get(other_chat))["status"] == "pending"
 
 
+async def test_a_message_queued_while_the_last_one_is_recorded_is_claimed_by_one_of_them(
+    postgres_dsn,
+):
+    """Postgres: the drain's record of its last message and the claim of the message queued
+    meanwhile cross. The record's statement took its snapshot before the new row committed
+    (it cannot see it); the new row's delivery saw the last message still being sent (it
+    leaves the chat to the drain). One of the two must claim it all the same: otherwise it
+    waits for the sweep, 20 s later. The crossing is held in place by a row lock."""
+    import asyncpg
+
+    from bot.store import migrate
+    from tests.conftest import _create_database, _drop_database
+
+    name, url = await _create_database(postgres_dsn)
+    store = Store(url)
+    watcher = await asyncpg.connect(postgres_dsn.rsplit("/", 1)[0] + "/" + name)
+    try:
+        await migrate.upgrade(store)
+        box = Outbox(store)
+        last_id, _ = await box.put(CHAT, "the last one")
+        last = await box.claim_next_in_chat(last_id)
+
+        async def waiting_on_the_lock() -> None:
+            query = (
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            for _ in range(500):
+                if await watcher.fetchval(query) >= 1:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError("the record never waited on the row lock")
+
+        holder = await asyncpg.connect(postgres_dsn.rsplit("/", 1)[0] + "/" + name)
+        try:
+            lock = holder.transaction()
+            await lock.start()
+            await holder.execute("SELECT 1 FROM outbox WHERE id = $1 FOR UPDATE", last_id)
+            record = asyncio.create_task(box.record_part(last, 1, claim_next=True))
+            await waiting_on_the_lock()  # its snapshot is taken: the new row is not in it
+            new_id, _ = await box.put(CHAT, "queued meanwhile")
+            claimed = await box.claim_next_in_chat(new_id)  # the last one is being sent
+            await lock.commit()
+            following = await record
+        finally:
+            await holder.close()
+
+        winners = [m.id for m in (following, claimed) if m is not None]
+        assert winners == [new_id]
+        row = await box.get(new_id)
+        assert (row["status"], row["attempts"]) == ("sending", 1)
+        assert (await box.get(last_id))["status"] == "sent"
+    finally:
+        await watcher.close()
+        await store.close()
+        await _drop_database(postgres_dsn, name)
+
+
 async def test_a_held_back_message_keeps_younger_ones_of_its_chat_waiting(box):
     first, _ = await box.put(CHAT, "first")
     second, _ = await box.put(CHAT, "second")
