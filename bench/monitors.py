@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import heapq
 import json
 import sqlite3
 import subprocess
@@ -50,91 +49,23 @@ from pathlib import Path
 import aiohttp
 import psutil
 from fullstack import bench_environment, cpu_seconds, free_port, heading, percentile, rss_mb, stop
+from monitor_sides import BASELINE_AGENT, slot_at_or_before
 from sqlalchemy import select
 
 from aegis.embedded_redis import EmbeddedRedis
 from bot.monitors.checks import MOVE_MANY
-from bot.monitors.monitor import next_slot, phase_of
+from bot.monitors.monitor import next_slot
 from bot.store.database import Store
 from bot.store.tables import monitors
 from bot.timeutil import now
 
-BASELINE_AGENT = "bench-baseline"
+SIDES = str(Path(__file__).with_name("monitor_sides.py"))  # the target and the baseline
 AEGIS_AGENT = "aegis-monitor"  # jobs/monitors/probes/http.py's User-Agent
 SETTLE_SECONDS = 5.0  # after /healthz answers, before the idle figures
 CARD_GAP_SECONDS = 2.0  # between the monitors added to go down, for the card latency
 # After pausing them all, before the window off: the slots claimed ahead are checked and their
 # results recorded (CLAIM_AHEAD of bot/monitors/monitors.py, RECORD_EVERY of jobs/monitors/).
 PAUSE_SETTLE_SECONDS = 20.0
-
-
-# The target and the baseline: this script run again in a process of its own ---------------------
-
-
-async def serve_target(port: int) -> None:
-    """Answer GET /m/<n> with "ok", stamping each request; GET /log hands the stamps over."""
-    from aiohttp import web
-
-    stamps: list[tuple[float, int, str]] = []
-
-    async def monitored(request: web.Request) -> web.Response:
-        agent = request.headers.get("User-Agent", "")
-        stamps.append((time.time(), int(request.match_info["n"]), agent))
-        return web.Response(text="ok")
-
-    async def failing(request: web.Request) -> web.Response:
-        stamps.append((time.time(), -int(request.match_info["n"]), ""))  # down checks: n < 0
-        return web.Response(status=503, text="down")
-
-    async def log(request: web.Request) -> web.Response:
-        return web.json_response(stamps)
-
-    app = web.Application()
-    app.router.add_get("/m/{n:\\d+}", monitored)
-    app.router.add_get("/down/{n:\\d+}", failing)
-    app.router.add_get("/log", log)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    await asyncio.Event().wait()  # until killed
-
-
-async def run_baseline(url: str, count: int, interval: int) -> None:
-    """One GET per monitor per interval at its slot times, over one ClientSession, until killed."""
-    headers = {"User-Agent": BASELINE_AGENT}
-    async with aiohttp.ClientSession(headers=headers) as session:
-
-        async def get(n: int) -> None:
-            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                async with session.get(f"{url}/m/{n}") as response:
-                    await response.read()
-
-        now = time.time()
-        due = [(next_slot_after(n, interval, now), n) for n in range(1, count + 1)]
-        heapq.heapify(due)
-        pending: set[asyncio.Task] = set()
-        while True:
-            slot, n = due[0]
-            wait = slot - time.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            heapq.heapreplace(due, (slot + interval, n))
-            task = asyncio.create_task(get(n))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-
-
-def next_slot_after(monitor_id: int, interval: int, moment: float) -> float:
-    phase = phase_of(monitor_id, interval)
-    return phase + ((moment - phase) // interval + 1) * interval
-
-
-def slot_at_or_before(monitor_id: int, interval: int, moment: float) -> float:
-    phase = phase_of(monitor_id, interval)
-    return phase + ((moment - phase) // interval) * interval
-
-
-# This process: the conductor -----------------------------------------------------------------
 
 
 @dataclass
@@ -196,7 +127,7 @@ def start_aegis(directory: Path, port: int, log: Path | None) -> subprocess.Pope
 
 def spawn(*arguments: str, log: Path | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, __file__, *arguments],
+        [sys.executable, SIDES, *arguments],
         env=bench_environment(),
         stdout=subprocess.DEVNULL,
         stderr=open(log, "w") if log else subprocess.DEVNULL,
@@ -282,7 +213,7 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
     (twin_dir / "aegis.yaml").write_text("{}\n")
     processes: list[subprocess.Popen] = []
     try:
-        processes.append(spawn("_target", str(target_port)))
+        processes.append(spawn("target", str(target_port)))
         aegis = start_aegis(directory, port, args.aegis_log)
         processes.append(aegis)
         # The idle twin: a second aegis up that never gets a monitor, measured over the same
@@ -310,7 +241,7 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
 
         config.write_text(monitors_yaml(target_url, args.monitors, args.interval))
         baseline = spawn(
-            "_baseline", target_url, str(args.monitors), str(args.interval), log=args.baseline_log
+            "baseline", target_url, str(args.monitors), str(args.interval), log=args.baseline_log
         )
         processes.append(baseline)
         ids = await wait_for_monitors(data_dir, args.monitors)
@@ -576,10 +507,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["_target"]:
-        asyncio.run(serve_target(int(sys.argv[2])))
-    elif sys.argv[1:2] == ["_baseline"]:
-        url, count, interval = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-        asyncio.run(run_baseline(url, count, interval))
-    else:
-        asyncio.run(main())
+    asyncio.run(main())

@@ -30,7 +30,7 @@ from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 from telegram.warnings import PTBUserWarning
 
 from aegis.botapi.http import BotApiServerError
-from bot.chat.outbox import LEASE as RECORD_FOR
+from bot.chat.deliveries import LEASE as RECORD_FOR
 from bot.chat.outgoing import OutboxKind, OutgoingMessage, outgoing_path, split_text
 from bot.chat.text import MESSAGE_LIMIT, clip, plain
 from bot.chat.undelivered import (
@@ -120,7 +120,7 @@ async def deliver(outbox_id: int) -> dict:
     res = await resources()
     outbox = res.platform.outbox
     totals: dict[str, int] = {}
-    message = await outbox.claim_next_in_chat(outbox_id)
+    message = await outbox.deliveries.claim_next_in_chat(outbox_id)
     for _ in range(DRAIN_AT_MOST):
         if message is None:
             break
@@ -129,7 +129,7 @@ async def deliver(outbox_id: int) -> dict:
             totals[key] = totals.get(key, 0) + count
     else:
         if message is not None:  # a long queue for one chat: give other chats a turn
-            await outbox.release(message.id, held=message)
+            await outbox.deliveries.release(message.id, held=message)
             await asyncio.to_thread(deliver.send, message.id)
     await _tally(res, totals)
     return totals or {"nothing_to_send": 1}
@@ -208,7 +208,7 @@ async def _send_parts(
     except NetworkError as exc:  # Telegram unreachable: retried for as long as it takes
         return await _telegram_away(res, message, exc, sent)
     except (redis.ConnectionError, redis.TimeoutError) as exc:  # the send windows' Redis is down
-        await outbox.release(message.id, f"Redis: {type(exc).__name__}", held=message)
+        await outbox.deliveries.release(message.id, f"Redis: {type(exc).__name__}", held=message)
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
@@ -219,17 +219,17 @@ async def _send_parts(
             return {"messages_sent": sent, "messages_failed": 1}, await _after(
                 res, message, claim_next
             )
-        await outbox.release(message.id, error, held=message)
+        await outbox.deliveries.release(message.id, error, held=message)
         raise
     if sent == 0:  # nothing was left to send: a rerun after the last part was recorded
-        await outbox.mark_sent(message.id, held=message)
+        await outbox.deliveries.mark_sent(message.id, held=message)
     return {"messages_sent": sent}, following
 
 
 async def _telegram_away(res, message: OutgoingMessage, exc: NetworkError, sent: int):
     """The network, or a gateway in front of Telegram: the row waits, and Dramatiq retries."""
     error = f"{type(exc).__name__}: {exc.message}"
-    await res.platform.outbox.release(message.id, error, held=message)
+    await res.platform.outbox.deliveries.release(message.id, error, held=message)
     await _tally(res, {"messages_sent": sent, "network_error": 1})
     raise exc
 
@@ -264,7 +264,7 @@ async def _leave_topic(res, message: OutgoingMessage) -> None:
     one (jobs/topics.py), so the agent's next messages have a topic again."""
     platform = res.platform
     logger.warning("outbox %s: topic %s is gone; sent to General", message.id, message.thread_id)
-    await platform.outbox.leave_topic(message.id, held=message)
+    await platform.outbox.deliveries.leave_topic(message.id, held=message)
     await platform.topics.forget(message.chat_id, message.thread_id)
     await asyncio.to_thread(open_topics.send)
 
@@ -272,7 +272,9 @@ async def _leave_topic(res, message: OutgoingMessage) -> None:
 async def _after(res, failed: OutgoingMessage, claim_next: bool) -> OutgoingMessage | None:
     """The chat's next message once ``failed`` has failed for good, so the drain goes on:
     one message Telegram refuses must not hold back those queued behind it."""
-    return await res.platform.outbox.claim_next_in_chat(failed.id) if claim_next else None
+    return (
+        await res.platform.outbox.deliveries.claim_next_in_chat(failed.id) if claim_next else None
+    )
 
 
 async def _record(outbox, message: OutgoingMessage, telegram_id: int, claim_next: bool):
@@ -285,7 +287,7 @@ async def _record(outbox, message: OutgoingMessage, telegram_id: int, claim_next
     wait = 0.1
     while True:
         try:
-            return await outbox.record_part(message, telegram_id, claim_next=claim_next)
+            return await outbox.deliveries.record_part(message, telegram_id, claim_next=claim_next)
         except StoreError as exc:
             if loop.time() + wait > deadline:
                 raise
@@ -299,7 +301,9 @@ async def _record(outbox, message: OutgoingMessage, telegram_id: int, claim_next
 
 async def _retry_later(res, message: OutgoingMessage, delay_ms: int, error: str | None = None):
     not_before = now() + timedelta(milliseconds=delay_ms)
-    await res.platform.outbox.release(message.id, error, not_before=not_before, held=message)
+    await res.platform.outbox.deliveries.release(
+        message.id, error, not_before=not_before, held=message
+    )
     await asyncio.to_thread(_send_later, message.id, delay_ms)
 
 
@@ -453,7 +457,7 @@ def _seconds(retry_after) -> float:
 async def sweep_outbox(schedule: str = "") -> dict:
     """Re-send what a delivery should have sent by now (lost message, crashed worker)."""
     outbox = (await resources()).platform.outbox
-    due = await outbox.due_for_retry(older_than=timedelta(seconds=20))
+    due = await outbox.deliveries.due_for_retry(older_than=timedelta(seconds=20))
     for outbox_id in due:
         await asyncio.to_thread(deliver.send, outbox_id)
     return {"deliveries_requeued": len(due)}

@@ -56,7 +56,7 @@ async def set_aside(
 ) -> bool:
     """Fail ``message`` for good with ``reason`` and queue the notice about it; False when the
     row was no longer this delivery's (another one took it over, and decides)."""
-    if not await outbox.mark_failed(message.id, reason, held=message):
+    if not await outbox.deliveries.mark_failed(message.id, reason, held=message):
         return False
     logger.warning("outbox %s set aside: %s", message.id, reason)
     if tell_owner and _worth_a_notice(message):

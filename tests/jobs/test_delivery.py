@@ -310,10 +310,10 @@ async def test_a_send_whose_record_meets_a_database_outage_is_recorded_after_it_
 ):
     """Telegram accepted the message, then the database went away for a moment: the delivery
     holds Telegram's answer and records it when the database is back; nothing goes out again."""
-    from bot.chat.outbox import Outbox
+    from bot.chat.deliveries import Deliveries
     from bot.errors import StoreError
 
-    record_part, failures = Outbox.record_part, []
+    record_part, failures = Deliveries.record_part, []
 
     async def away_twice(self, message, telegram_id, **options):
         if len(failures) < 2:
@@ -321,7 +321,7 @@ async def test_a_send_whose_record_meets_a_database_outage_is_recorded_after_it_
             raise StoreError("the database (test) is unavailable: connection reset")
         return await record_part(self, message, telegram_id, **options)
 
-    monkeypatch.setattr(Outbox, "record_part", away_twice)
+    monkeypatch.setattr(Deliveries, "record_part", away_twice)
     outbox_id = await stack.services.platform.outbox.send(OWNER_CHAT, "sent during an outage")
     row = await settled_row(stack, outbox_id)
     [message] = await stack.bot_messages()

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import update
 
-from bot.chat.outbox import LEASE, Outbox
+from bot.chat.deliveries import LEASE
+from bot.chat.outbox import Outbox
 from bot.chat.outgoing import OutboxKind, OutboxStatus, split_text
 from bot.chat.text import MESSAGE_LIMIT, escape, plain
 from bot.errors import LeaseLost
@@ -147,9 +148,9 @@ async def test_a_long_text_is_split_and_a_text_past_the_file_limit_becomes_a_doc
 
 async def test_claim_is_exclusive_while_the_lease_holds(box):
     message_id, _ = await box.put(CHAT, "once")
-    message = await box.claim_next_in_chat(message_id)
+    message = await box.deliveries.claim_next_in_chat(message_id)
     assert message is not None and message.attempts == 1 and message.parts == ["once"]
-    assert await box.claim_next_in_chat(message_id) is None
+    assert await box.deliveries.claim_next_in_chat(message_id) is None
     row = await box.get(message_id)
     assert row["status"] == OutboxStatus.SENDING
     assert row["lease_until"] > now() + LEASE - timedelta(seconds=10)
@@ -159,7 +160,9 @@ async def test_ten_concurrent_claims_from_separate_stores_have_one_winner(databa
     message_id, _ = await Outbox(store).put(CHAT, "contested")
     stores = [Store(database_url) for _ in range(10)]
     try:
-        claims = await asyncio.gather(*(Outbox(s).claim_next_in_chat(message_id) for s in stores))
+        claims = await asyncio.gather(
+            *(Outbox(s).deliveries.claim_next_in_chat(message_id) for s in stores)
+        )
     finally:
         for s in stores:
             await s.close()
@@ -168,23 +171,23 @@ async def test_ten_concurrent_claims_from_separate_stores_have_one_winner(databa
 
 async def test_a_lapsed_lease_can_be_claimed_again(box, store):
     message_id, _ = await box.put(CHAT, "crashed worker")
-    assert await box.claim_next_in_chat(message_id) is not None
+    assert await box.deliveries.claim_next_in_chat(message_id) is not None
     await set_columns(store, message_id, lease_until=now() - timedelta(seconds=1))
-    again = await box.claim_next_in_chat(message_id)
+    again = await box.deliveries.claim_next_in_chat(message_id)
     assert again is not None and again.attempts == 2
 
 
 async def test_a_delivery_that_outlived_its_lease_cannot_undo_the_takeover(box, store):
     message_id, _ = await box.put(CHAT, "stalled worker")
-    stalled = await box.claim_next_in_chat(message_id)
+    stalled = await box.deliveries.claim_next_in_chat(message_id)
     await set_columns(store, message_id, lease_until=now() - timedelta(seconds=1))
-    takeover = await box.claim_next_in_chat(message_id)
-    await box.record_part(takeover, 42)
+    takeover = await box.deliveries.claim_next_in_chat(message_id)
+    await box.deliveries.record_part(takeover, 42)
     assert (await box.get(message_id))["status"] == "sent"
-    assert await box.release(message_id, "late", held=stalled) is False
-    assert await box.mark_failed(message_id, "late", held=stalled) is False
+    assert await box.deliveries.release(message_id, "late", held=stalled) is False
+    assert await box.deliveries.mark_failed(message_id, "late", held=stalled) is False
     with pytest.raises(LeaseLost):
-        await box.record_part(stalled, 43)
+        await box.deliveries.record_part(stalled, 43)
     row = await box.get(message_id)
     assert (row["status"], row["telegram_message_ids"]) == ("sent", [42])
 
@@ -193,21 +196,25 @@ async def test_recording_the_last_part_claims_the_chats_next_row_and_nothing_els
     long_id, _ = await box.put(CHAT, ("x" * 99 + "\n") * 50)  # two parts
     after_id, _ = await box.put(CHAT, "after")
     other_chat, _ = await box.put(CHAT + 1, "another chat")
-    long = await box.claim_next_in_chat(long_id)
-    assert await box.record_part(long, 1, claim_next=True) is None  # a part short of the last
+    long = await box.deliveries.claim_next_in_chat(long_id)
+    assert (
+        await box.deliveries.record_part(long, 1, claim_next=True) is None
+    )  # a part short of the last
     assert (await box.get(long_id))["status"] == "sending" and long.parts_sent == 1
-    following = await box.record_part(long, 2, claim_next=True)
+    following = await box.deliveries.record_part(long, 2, claim_next=True)
     assert following.id == after_id and following.attempts == 1 and following.parts == ["after"]
     row = await box.get(long_id)
     assert (row["status"], row["telegram_message_ids"]) == ("sent", [1, 2])
     assert (await box.get(after_id))["status"] == "sending"
     await set_columns(store, after_id, lease_until=now() - timedelta(seconds=1))
-    takeover = await box.claim_next_in_chat(after_id)
+    takeover = await box.deliveries.claim_next_in_chat(after_id)
     later_id, _ = await box.put(CHAT, "later")
     with pytest.raises(LeaseLost):  # a lost lease records nothing and claims nothing
-        await box.record_part(following, 3, claim_next=True)
+        await box.deliveries.record_part(following, 3, claim_next=True)
     assert (await box.get(later_id))["status"] == "pending"
-    assert await box.record_part(takeover, 3) is None  # without claim_next: nothing claimed
+    assert (
+        await box.deliveries.record_part(takeover, 3) is None
+    )  # without claim_next: nothing claimed
     assert (await box.get(later_id))["status"] == "pending"
     assert (await box.get(other_chat))["status"] == "pending"
 
@@ -232,7 +239,7 @@ async def test_a_message_queued_while_the_last_one_is_recorded_is_claimed_by_one
         await migrate.upgrade(store)
         box = Outbox(store)
         last_id, _ = await box.put(CHAT, "the last one")
-        last = await box.claim_next_in_chat(last_id)
+        last = await box.deliveries.claim_next_in_chat(last_id)
 
         async def waiting_on_the_lock() -> None:
             query = (
@@ -250,10 +257,10 @@ async def test_a_message_queued_while_the_last_one_is_recorded_is_claimed_by_one
             lock = holder.transaction()
             await lock.start()
             await holder.execute("SELECT 1 FROM outbox WHERE id = $1 FOR UPDATE", last_id)
-            record = asyncio.create_task(box.record_part(last, 1, claim_next=True))
+            record = asyncio.create_task(box.deliveries.record_part(last, 1, claim_next=True))
             await waiting_on_the_lock()  # its snapshot is taken: the new row is not in it
             new_id, _ = await box.put(CHAT, "queued meanwhile")
-            claimed = await box.claim_next_in_chat(new_id)  # the last one is being sent
+            claimed = await box.deliveries.claim_next_in_chat(new_id)  # the last one is being sent
             await lock.commit()
             following = await record
         finally:
@@ -273,22 +280,25 @@ async def test_a_message_queued_while_the_last_one_is_recorded_is_claimed_by_one
 async def test_a_held_back_message_keeps_younger_ones_of_its_chat_waiting(box):
     first, _ = await box.put(CHAT, "first")
     second, _ = await box.put(CHAT, "second")
-    claimed = await box.claim_next_in_chat(second)
+    claimed = await box.deliveries.claim_next_in_chat(second)
     assert claimed.id == first  # the chat's oldest, whichever message asked
-    assert await box.claim_next_in_chat(second) is None  # being sent: nobody overtakes it
+    assert (
+        await box.deliveries.claim_next_in_chat(second) is None
+    )  # being sent: nobody overtakes it
     later = now() + timedelta(seconds=30)  # a rate limit or a 429 holds it back
-    assert await box.release(first, "429", not_before=later, held=claimed) is True
-    assert await box.claim_next_in_chat(second) is None  # still first in line
-    assert await box.claim_next_in_chat(first) is None
+    assert await box.deliveries.release(first, "429", not_before=later, held=claimed) is True
+    assert await box.deliveries.claim_next_in_chat(second) is None  # still first in line
+    assert await box.deliveries.claim_next_in_chat(first) is None
 
 
 async def test_sent_and_failed_rows_are_never_claimed(box):
     sent, _ = await box.put(CHAT, "a")
     failed, _ = await box.put(CHAT, "b")
-    await box.mark_sent(sent)
-    await box.mark_failed(failed, "Forbidden: bot was blocked by the user")
+    await box.deliveries.mark_sent(sent)
+    await box.deliveries.mark_failed(failed, "Forbidden: bot was blocked by the user")
     assert (
-        await box.claim_next_in_chat(sent) is None and await box.claim_next_in_chat(failed) is None
+        await box.deliveries.claim_next_in_chat(sent) is None
+        and await box.deliveries.claim_next_in_chat(failed) is None
     )
     assert (await box.get(failed))["last_error"] == "Forbidden: bot was blocked by the user"
     assert (await box.get(sent))["sent_at"] is not None
@@ -296,10 +306,10 @@ async def test_sent_and_failed_rows_are_never_claimed(box):
 
 async def test_release_gives_the_row_back_and_keeps_recorded_parts(box):
     message_id, _ = await box.put(CHAT, ("z" * 99 + "\n") * 100)
-    message = await box.claim_next_in_chat(message_id)
-    await box.record_part(message, 11)
-    await box.release(message_id, "429: retry after 1")
-    again = await box.claim_next_in_chat(message_id)
+    message = await box.deliveries.claim_next_in_chat(message_id)
+    await box.deliveries.record_part(message, 11)
+    await box.deliveries.release(message_id, "429: retry after 1")
+    again = await box.deliveries.claim_next_in_chat(message_id)
     assert again.parts_sent == 1 and again.telegram_message_ids == [11]
     assert (await box.get(message_id))["last_error"] == "429: retry after 1"
 
@@ -308,19 +318,19 @@ async def test_an_older_undelivered_message_to_the_same_chat_blocks_a_newer_one(
     first, _ = await box.put(CHAT, "first")
     second, _ = await box.put(CHAT, "second")
     elsewhere, _ = await box.put(OTHER_CHAT, "other chat")
-    taken = await box.claim_next_in_chat(second)
+    taken = await box.deliveries.claim_next_in_chat(second)
     assert taken.id == first  # the newer one asked; the older one goes
-    assert (await box.claim_next_in_chat(elsewhere)).id == elsewhere  # other chats go on
-    assert await box.claim_next_in_chat(second) is None  # first is still sending
-    await box.record_part(taken, 7)
-    assert (await box.claim_next_in_chat(second)).id == second
+    assert (await box.deliveries.claim_next_in_chat(elsewhere)).id == elsewhere  # other chats go on
+    assert await box.deliveries.claim_next_in_chat(second) is None  # first is still sending
+    await box.deliveries.record_part(taken, 7)
+    assert (await box.deliveries.claim_next_in_chat(second)).id == second
 
 
 async def test_a_failed_older_message_does_not_block_the_chat(box):
     first, _ = await box.put(CHAT, "first")
     second, _ = await box.put(CHAT, "second")
-    await box.mark_failed(first, "BadRequest: chat not found")
-    assert (await box.claim_next_in_chat(second)).id == second
+    await box.deliveries.mark_failed(first, "BadRequest: chat not found")
+    assert (await box.deliveries.claim_next_in_chat(second)).id == second
 
 
 async def test_due_for_retry_finds_old_pending_rows_and_lapsed_leases(box, store):
@@ -334,13 +344,13 @@ async def test_due_for_retry_finds_old_pending_rows_and_lapsed_leases(box, store
     await set_columns(store, old, created_at=long_ago)
     for message_id in (lapsed, leased, done):
         await set_columns(store, message_id, created_at=long_ago)
-        await box.claim_next_in_chat(message_id)
+        await box.deliveries.claim_next_in_chat(message_id)
     await set_columns(store, lapsed, lease_until=now() - timedelta(seconds=1))
-    await box.mark_sent(done)
+    await box.deliveries.mark_sent(done)
 
-    assert await box.due_for_retry(older_than=timedelta(seconds=20)) == [old, lapsed]
-    assert await box.due_for_retry(older_than=timedelta(seconds=20), limit=1) == [old]
-    assert fresh in await box.due_for_retry(older_than=timedelta(seconds=-1))
+    assert await box.deliveries.due_for_retry(older_than=timedelta(seconds=20)) == [old, lapsed]
+    assert await box.deliveries.due_for_retry(older_than=timedelta(seconds=20), limit=1) == [old]
+    assert fresh in await box.deliveries.due_for_retry(older_than=timedelta(seconds=-1))
 
 
 async def set_columns(store: Store, message_id: int, **values) -> None:

@@ -84,9 +84,9 @@ async def test_a_tap_resolves_each_kind_with_its_outcome(
 async def sent_as(store, outbox_id: int, telegram_message_id: int) -> None:
     """Deliver the card row as a delivery would, recording the Telegram message id."""
     box = Outbox(store)
-    message = await box.claim_next_in_chat(outbox_id)
+    message = await box.deliveries.claim_next_in_chat(outbox_id)
     assert message is not None and message.id == outbox_id
-    await box.record_part(message, telegram_message_id)
+    await box.deliveries.record_part(message, telegram_message_id)
 
 
 async def test_a_reply_to_a_question_card_is_its_answer(store, enqueue, asker):

@@ -90,9 +90,9 @@ async def tap(platform: Platform, card: int, choice: str):
 async def sent_as(store, outbox_id: int, telegram_message_id: int) -> None:
     """Deliver the card's message as a delivery would, recording its Telegram message id."""
     box = Outbox(store)
-    message = await box.claim_next_in_chat(outbox_id)
+    message = await box.deliveries.claim_next_in_chat(outbox_id)
     assert message is not None and message.id == outbox_id
-    await box.record_part(message, telegram_message_id)
+    await box.deliveries.record_part(message, telegram_message_id)
 
 
 async def message_count(store) -> int:
