@@ -23,7 +23,7 @@ from bot.upkeep.schedules import builtin_schedules
 from jobs.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)
-WORKER_TIMEOUT_MS = 100  # how long an idle consumer waits between polls of Redis
+WORKER_TIMEOUT_MS = 100  # at most between polls of a consumer holding messages (jobs/broker.py)
 STARTED_AFTER_SECONDS = 10.0  # by then a process has built what it keeps for its lifetime
 
 
