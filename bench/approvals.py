@@ -405,8 +405,8 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=WORKER_TIMEOUT_MS,
         metavar="MS",
-        help=f"an idle consumer's longest sleep between polls of Redis ({WORKER_TIMEOUT_MS},"
-        " as aegis/processes.py)",
+        help="the longest sleep between polls of Redis of a consumer holding messages "
+        f"({WORKER_TIMEOUT_MS}, as aegis/processes.py; an idle one waits for a wake)",
     )
     return parser.parse_args()
 

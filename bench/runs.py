@@ -342,8 +342,9 @@ def print_dispatch(args, samples: dict, stages: dict) -> None:
     for name, values in stages.items():
         print(f"  {name:46}{percentile(values, 0.5):8.1f}{percentile(values, 0.99):8.1f}")
     print(
-        f"(aegis's worker and the baseline's: {WORKER_THREADS} threads, an idle consumer polls "
-        f"Redis at most every {WORKER_TIMEOUT_MS} ms; each sample after {args.idle:g} s idle)"
+        f"(aegis's worker and the baseline's: {WORKER_THREADS} threads; the baseline's idle "
+        f"consumers poll Redis at most every {WORKER_TIMEOUT_MS} ms, aegis's wait for the wake "
+        f"each enqueue pushes (jobs/broker.py); each sample after {args.idle:g} s idle)"
     )
 
 

@@ -373,10 +373,9 @@ def report_tap(samples: Samples, timeout_ms: int) -> None:
         f"{verdict(p99 / bare99 < TAP_RATIO_TARGET)} at p99)"
     )
     print(
-        f"\nAn idle Dramatiq consumer polls Redis, sleeping {timeout_ms // 2}-{timeout_ms} ms"
-        f" between polls (worker_timeout {timeout_ms} ms,\njittered backoff), and a message waits"
-        f" for the sleep under way to end: about {0.39 * timeout_ms:.0f} ms on average, up to"
-        f" {timeout_ms} ms."
+        "\nAn idle consumer of aegis's broker waits on Redis for the wake each enqueue pushes"
+        f" (jobs/broker.py);\nworker_timeout ({timeout_ms} ms) bounds only the sleep between"
+        " polls of a consumer holding messages."
     )
 
 
