@@ -31,8 +31,8 @@ KINDS = ("web", "worker", "clock")
 # Starts aegis.cli with the outbox's lease shortened (BENCH_OUTBOX_LEASE seconds): a killed
 # worker's rows are taken over when their lease runs out, 60 s in aegis, too long for a quick run.
 SHORT_LEASE = (
-    "import os, runpy; from datetime import timedelta; import bot.chat.outbox as outbox; "
-    "outbox.LEASE = timedelta(seconds=float(os.environ['BENCH_OUTBOX_LEASE'])); "
+    "import os, runpy; from datetime import timedelta; import bot.chat.deliveries as deliveries; "
+    "deliveries.LEASE = timedelta(seconds=float(os.environ['BENCH_OUTBOX_LEASE'])); "
     "runpy.run_module('aegis.cli', run_name='__main__', alter_sys=True)"
 )
 

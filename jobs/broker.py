@@ -56,10 +56,10 @@ class WakingRedisBroker(RedisBroker):
     their delay queues, six polls ten times a second, were most of what an idle aegis spent
     (about 40 ms of CPU a second, and 10 more in Redis). Here every enqueue also pushes a wake
     onto the queue's wake list, and a consumer with nothing in hand waits on that list (BLPOP)
-    up to IDLE_WAIT_SECONDS before it polls. A consumer holding messages (being processed, or
-    delayed until their time) polls as before, so its acks and due messages are never held up;
-    a message put on a queue some other way (a dead worker's, requeued by Dramatiq's own
-    upkeep) waits at most that long.
+    up to IDLE_WAIT_SECONDS (under the client's socket timeout) before it polls. A consumer
+    holding messages (being processed, or delayed until their time) polls as before, so a
+    delayed message still leaves on time; a message put on a queue some other way (a dead or
+    stopped worker's, requeued by Dramatiq) waits at most that long.
     """
 
     stopping = False  # set while a worker of this broker shuts down: nothing waits then
@@ -93,7 +93,7 @@ class _WakingConsumer(_RedisConsumer):
         if not self.message_cache and not self.queued_message_ids:
             try:
                 self.broker.wait_for_work(self.queue_name)
-            except redis.ConnectionError as exc:  # as Dramatiq's own fetch reports it
+            except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis away or stalled
                 raise ConnectionClosed(exc) from None
         return super().__next__()
 

@@ -223,6 +223,7 @@ async def _send_parts(
         raise
     if sent == 0:  # nothing was left to send: a rerun after the last part was recorded
         await outbox.deliveries.mark_sent(message.id, held=message)
+        following = await _after(res, message, claim_next)
     return {"messages_sent": sent}, following
 
 
@@ -269,12 +270,11 @@ async def _leave_topic(res, message: OutgoingMessage) -> None:
     await asyncio.to_thread(open_topics.send)
 
 
-async def _after(res, failed: OutgoingMessage, claim_next: bool) -> OutgoingMessage | None:
-    """The chat's next message once ``failed`` has failed for good, so the drain goes on:
-    one message Telegram refuses must not hold back those queued behind it."""
-    return (
-        await res.platform.outbox.deliveries.claim_next_in_chat(failed.id) if claim_next else None
-    )
+async def _after(res, done: OutgoingMessage, claim_next: bool) -> OutgoingMessage | None:
+    """The chat's next message once ``done`` is out of its way (failed for good, given back
+    for General, or found sent already), so the drain goes on: one message must not hold back
+    those queued behind it, whose own deliveries left them to this one."""
+    return await res.platform.outbox.deliveries.claim_next_in_chat(done.id) if claim_next else None
 
 
 async def _record(outbox, message: OutgoingMessage, telegram_id: int, claim_next: bool):

@@ -11,6 +11,7 @@ once its lease runs out, and its recorded parts are not sent again.
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,11 +30,12 @@ from bot.chat.outbox_statements import (
     still_held,
 )
 from bot.chat.outgoing import OutboxKind, OutboxStatus, OutgoingMessage
-from bot.errors import LeaseLost
+from bot.errors import LeaseLost, StoreError
 from bot.store.database import Store, sqlite_time
 from bot.store.tables import outbox
 from bot.timeutil import now
 
+logger = logging.getLogger(__name__)
 LEASE = timedelta(seconds=60)
 
 
@@ -85,7 +87,8 @@ class Deliveries:
     ) -> OutgoingMessage | None:
         """Record a part as sent; the last part also marks the message sent. With
         ``claim_next``, the chat's next message is claimed in the same transaction (a delivery
-        draining a chat spends one transaction per message, not two)."""
+        draining a chat spends one transaction per message, not two; on Postgres a drain's
+        last message takes a second, see ``_claim_after_record``)."""
         ids = [*message.telegram_message_ids, telegram_message_id]
         moment = now()
         done = len(ids) == len(message.parts)
@@ -114,8 +117,9 @@ class Deliveries:
     async def _record_on_postgres(
         self, message: OutgoingMessage, ids: list[int], moment: datetime, *, claim_next: bool
     ) -> OutgoingMessage | None:
-        """``record_part`` as one statement through the driver: the record and the claim of
-        the chat's next row are one round trip, not BEGIN, two statements and COMMIT."""
+        """``record_part`` through the driver: the record and the claim of the chat's next row
+        in one statement, a round trip rather than BEGIN, two statements and COMMIT (and a
+        second claim when that one found nothing: ``_claim_after_record``)."""
         done = len(ids) == len(message.parts)
         held = (message.id, message.lease_until, len(ids), json.dumps(ids))
         following = None
@@ -126,8 +130,6 @@ class Deliveries:
                 )
                 recorded = row["recorded"] == 1
                 following = _from_driver(row) if row["id"] is not None else None
-                if recorded and claim_next and following is None:
-                    following = await self._claim_after_record(pg, message.id, moment)
             else:
                 status = await pg.execute(PG_RECORD_PART, *held, moment + LEASE)
                 recorded = status == "UPDATE 1"
@@ -136,18 +138,29 @@ class Deliveries:
         message.telegram_message_ids = ids
         message.parts_sent = len(ids)
         message.lease_until = None if done else moment + LEASE
+        if done and claim_next and following is None:
+            following = await self._claim_after_record(message.id)
         return following
 
-    @staticmethod
-    async def _claim_after_record(pg, message_id: int, moment: datetime):
+    async def _claim_after_record(self, message_id: int) -> OutgoingMessage | None:
         """The chat's next row, claimed in a statement of its own once the record committed.
 
         The record's statement sees the rows as they were when it began. A row committed
         while it ran is not in its view, and that row's own delivery, finding the recorded
         message still being sent, left the chat to this drain: nobody would claim it until
-        the sweep. Claiming again with a fresh view closes that gap; it costs a round trip
-        only when a drain ends."""
-        row = await pg.fetchrow(PG_CLAIM_NEXT_IN_CHAT, message_id, moment, moment + LEASE)
+        the sweep. Claiming again with a fresh view closes that gap, at a second round trip
+        whenever a drain ends (for most deliveries, one message, at every one). The record
+        has committed by now: a database that fails this claim leaves the row to the sweep
+        and must not fail the record."""
+        moment = now()
+        try:
+            async with self.store.driver() as pg:
+                row = await pg.fetchrow(PG_CLAIM_NEXT_IN_CHAT, message_id, moment, moment + LEASE)
+        except StoreError as exc:
+            logger.warning(
+                "outbox %s: sent; the chat's next row waits for the sweep: %s", message_id, exc
+            )
+            return None
         return _from_driver(row) if row is not None else None
 
     # A delivery passes the message it claimed (``held``): the change then applies only while

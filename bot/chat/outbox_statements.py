@@ -123,7 +123,7 @@ CLAIM_NEXT_IN_CHAT = claim_statement()
 # trip each, no transaction around them, no SQLAlchemy work per call. They say what
 # CLAIM_NEXT_IN_CHAT, RECORD_PART and RECORD_LAST_PART say (written out, not composed: SQL built
 # from strings is SQL nobody can read whole), and the outbox tests run on both databases. Both
-# return the columns ``_from_driver`` (bot/chat/outbox.py) makes an OutgoingMessage of. JSON
+# return the columns ``_from_driver`` (bot/chat/deliveries.py) makes an OutgoingMessage of. JSON
 # parameters are passed as text (json.dumps): the codec SQLAlchemy installs sends text as is.
 
 # $1 a row of the chat, $2 now, $3 the lease's end.

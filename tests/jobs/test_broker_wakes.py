@@ -82,8 +82,8 @@ def test_a_stopping_worker_wakes_its_consumers_and_stops(waking_broker):
         stopping = threading.Thread(target=worker.stop, daemon=True)
         stopping.start()
         stopping.join(15)
+        worker.stop = lambda: None  # stopped (or stopping): running_worker's own stop waits not
         assert not stopping.is_alive(), "a consumer kept waiting through the shutdown"
-        worker.stop = lambda: None  # stopped already: running_worker's own stop has nothing to do
     assert _waiting_consumers(waking_broker) == 0
 
 

@@ -105,9 +105,10 @@ async def asleep_and_quiet(stack):
     """The run, once it sleeps, "one" has reached the owner, and nothing is being sent.
 
     Killed in the middle of a delivery, a worker would hold the chat's later messages for the
-    outbox's lease (a minute; bot/chat/outbox.py): that is the outbox's fault to survive, not this
-    test's. So the kill waits for a heartbeat at least a second after the sleep was first seen
-    (the step's progress edit, if any, is queued by then) and for the chat's outbox to be idle.
+    outbox's lease (a minute; bot/chat/deliveries.py): that is the outbox's fault to survive,
+    not this test's. So the kill waits for a heartbeat at least a second after the sleep was
+    first seen (the step's progress edit, if any, is queued by then) and for the chat's outbox
+    to be idle.
     """
 
     async def sleeping():

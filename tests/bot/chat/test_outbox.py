@@ -277,6 +277,39 @@ async def test_a_message_queued_while_the_last_one_is_recorded_is_claimed_by_one
         await _drop_database(postgres_dsn, name)
 
 
+async def test_a_database_failing_the_second_claim_does_not_undo_the_record(postgres_dsn):
+    """Postgres: the record of a drain's last message has committed when its second claim
+    runs (the one above); the database failing that claim leaves the chat to the sweep and
+    the message recorded as sent, not a lease said lost."""
+    from bot.errors import StoreError
+    from bot.store import migrate
+    from tests.conftest import _create_database, _drop_database
+
+    name, url = await _create_database(postgres_dsn)
+    store = Store(url)
+    try:
+        await migrate.upgrade(store)
+        box = Outbox(store)
+        last_id, _ = await box.put(CHAT, "the last one")
+        last = await box.deliveries.claim_next_in_chat(last_id)
+        driver, calls = store.driver, []
+
+        def failing_after_the_record():
+            calls.append(1)
+            if len(calls) > 1:
+                raise StoreError("the database (test) is unavailable: connection reset")
+            return driver()
+
+        store.driver = failing_after_the_record
+        assert await box.deliveries.record_part(last, 7, claim_next=True) is None
+        assert len(calls) == 2  # the record, then the claim that failed
+        row = await box.get(last_id)
+        assert (row["status"], row["telegram_message_ids"]) == ("sent", [7])
+    finally:
+        await store.close()
+        await _drop_database(postgres_dsn, name)
+
+
 async def test_a_held_back_message_keeps_younger_ones_of_its_chat_waiting(box):
     first, _ = await box.put(CHAT, "first")
     second, _ = await box.put(CHAT, "second")
