@@ -24,7 +24,7 @@ from bot.config.secrets import SecretFiles
 from bot.config.settings import Settings
 from bot.errors import BrokerError, StoreError
 from bot.upkeep.gauges import Gauges, read_gauges
-from jobs.broker import delivery_counts, queue_depths
+from jobs.worker.broker import delivery_counts, queue_depths
 
 TOKEN_FILE = "metrics-token"  # noqa: S105 (a file name, not a secret)
 UNSENT_STATUSES = ("pending", "sending", "failed")

@@ -20,10 +20,12 @@ from bot.config.secrets import SecretFiles, callback_signer
 from bot.config.settings import Settings
 from bot.core import Platform
 from bot.upkeep.schedules import builtin_schedules
-from jobs.enqueue import make_enqueue
+from jobs.worker.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)
-WORKER_TIMEOUT_MS = 100  # at most between polls of a consumer holding messages (jobs/broker.py)
+WORKER_TIMEOUT_MS = (
+    100  # at most between polls of a consumer holding messages (jobs/worker/broker.py)
+)
 STARTED_AFTER_SECONDS = 10.0  # by then a process has built what it keeps for its lifetime
 
 

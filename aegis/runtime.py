@@ -15,7 +15,7 @@ from bot.config.settings import Settings
 from bot.store import migrate
 from bot.store.database import Store, wait_for
 from jobs import load_actors
-from jobs.broker import queue_depths
+from jobs.worker.broker import queue_depths
 
 # Libraries that would print a URL with the bot token in it, or the emulator key, at INFO.
 QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "telegram.Bot", "telegram.ext", "alembic")

@@ -22,7 +22,7 @@ from bot.store.database import Store
 from bot.upkeep.heartbeats import Heartbeats
 from bot.upkeep.job_runs import JobRuns
 from bot.upkeep.schedules import Schedules
-from jobs.broker import NAMESPACE, QUEUES
+from jobs.worker.broker import NAMESPACE, QUEUES
 
 
 def run_status(settings: Settings, out) -> int:

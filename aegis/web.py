@@ -43,8 +43,8 @@ from federation.requests import PeerRequests
 from handlers.application import BOT_COMMANDS, build_application
 from handlers.intake import Intake
 from handlers.services import Services
-from jobs.enqueue import make_enqueue
-from jobs.redis_client import loop_client
+from jobs.worker.enqueue import make_enqueue
+from jobs.worker.redis_client import loop_client
 
 logger = logging.getLogger(__name__)
 WEBHOOK_PATH = "/telegram/webhook"

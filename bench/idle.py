@@ -6,7 +6,7 @@ its data dir), and are measured over the same window after they have settled:
 - aegis: ``aegis up`` in emulator mode on a fresh data dir with an empty aegis.yaml (web, PTB
   polling the emulator, the worker, the clock);
 - the baseline: a Dramatiq worker in a process of its own, with Dramatiq's own Redis broker,
-  one no-op actor on each of aegis's queues (jobs/broker.py's QUEUES) and aegis's worker
+  one no-op actor on each of aegis's queues (jobs/worker/broker.py's QUEUES) and aegis's worker
   settings (``worker_threads``' default, ``worker_timeout`` of aegis/processes.py).
 
 The CPU seconds (user + system) of each side's processes and its Redis over ``--seconds``. The
@@ -40,7 +40,7 @@ def serve_baseline(data_dir: Path) -> None:
     from aegis.embedded_redis import EmbeddedRedis
     from aegis.processes import WORKER_TIMEOUT_MS
     from bot.config.settings import Settings
-    from jobs.broker import QUEUES
+    from jobs.worker.broker import QUEUES
 
     redis = EmbeddedRedis(data_dir)
     redis.ensure_running()

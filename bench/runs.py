@@ -344,7 +344,7 @@ def print_dispatch(args, samples: dict, stages: dict) -> None:
     print(
         f"(aegis's worker and the baseline's: {WORKER_THREADS} threads; the baseline's idle "
         f"consumers poll Redis at most every {WORKER_TIMEOUT_MS} ms, aegis's wait for the wake "
-        f"each enqueue pushes (jobs/broker.py); each sample after {args.idle:g} s idle)"
+        f"each enqueue pushes (jobs/worker/broker.py); each sample after {args.idle:g} s idle)"
     )
 
 

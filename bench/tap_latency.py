@@ -374,7 +374,7 @@ def report_tap(samples: Samples, timeout_ms: int) -> None:
     )
     print(
         "\nAn idle consumer of aegis's broker waits on Redis for the wake each enqueue pushes"
-        f" (jobs/broker.py);\nworker_timeout ({timeout_ms} ms) bounds only the sleep between"
+        f" (jobs/worker/broker.py);\nworker_timeout ({timeout_ms} ms) bounds only the sleep between"
         " polls of a consumer holding messages."
     )
 

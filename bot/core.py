@@ -1,7 +1,7 @@
 """The core services every process builds the same way: the outbox, the interactions, the gate
 and the call path, the tasks and their triage, agent runs and job runs, over one store. The web
 process and the workers each build one ``Platform``, and their own contexts (handlers/services.py,
-jobs/resources.py) hold only what the adapter adds to it."""
+jobs/worker/resources.py) hold only what the adapter adds to it."""
 
 from __future__ import annotations
 

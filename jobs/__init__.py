@@ -31,8 +31,8 @@ ACTOR_MODULES = (
 def load_actors(settings: Settings, redis_url: str, *, namespace: str | None = None) -> RedisBroker:
     import importlib
 
-    from jobs.broker import NAMESPACE, configure_broker
-    from jobs.resources import use_settings
+    from jobs.worker.broker import NAMESPACE, configure_broker
+    from jobs.worker.resources import use_settings
 
     broker = configure_broker(redis_url, namespace=namespace or NAMESPACE)
     use_settings(settings)

@@ -31,10 +31,10 @@ from bot.agents.endings import ended_how, settle_task
 from bot.chat.views.runs import progress_text
 from bot.errors import BrokerError, HarnessFailed, Parked, RunLost
 from jobs import running
-from jobs.broker import require_broker
 from jobs.harness import CONTINUE_ACTOR, RESUME, WATCHED, RunContext
 from jobs.harnesses import harness_for
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)

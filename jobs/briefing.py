@@ -12,8 +12,8 @@ import dramatiq
 
 from aegis.botapi.endpoint import owner_chats
 from bot.chat.briefing import briefing_view, gather_briefing
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)

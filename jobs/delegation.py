@@ -15,8 +15,8 @@ import asyncio
 import dramatiq
 
 from bot.agents.delegation import Delegation, Limits
-from jobs.broker import require_broker
-from jobs.resources import Resources, resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import Resources, resources
 
 require_broker()
 

@@ -42,9 +42,9 @@ from bot.chat.undelivered import (
 )
 from bot.errors import LeaseLost, StoreError
 from bot.timeutil import now
-from jobs.broker import DELIVERIES, DELIVERY_OUTCOMES, require_broker
-from jobs.resources import resources
 from jobs.topics import open_topics
+from jobs.worker.broker import DELIVERIES, DELIVERY_OUTCOMES, require_broker
+from jobs.worker.resources import resources
 
 logger = logging.getLogger(__name__)
 # A text goes out through do_api_request on purpose: see _send_text.
@@ -135,7 +135,7 @@ async def deliver(outbox_id: int) -> dict:
     return totals or {"nothing_to_send": 1}
 
 
-# The summary's names for what happened, as /metrics names the outcomes (jobs/broker.py).
+# The summary's names for what happened, as /metrics names the outcomes (jobs/worker/broker.py).
 OUTCOME_OF = {
     "messages_sent": "sent",
     "messages_failed": "failed",

@@ -16,8 +16,8 @@ from bot.actions.call import CallStatus, Continuation, ToolCall
 from bot.agents import demo
 from bot.chat.text import Html, html
 from bot.interactions.interactions import InteractionOutcome
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 

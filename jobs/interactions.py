@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import dramatiq
 
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 # A continuation normally goes out right after its card settles; one still unsent this long

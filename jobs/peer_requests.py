@@ -30,8 +30,8 @@ from bot.upkeep.leases import Leases
 from federation.client import PeerClient
 from federation.links import Peers
 from federation.requests import PeerRequest, PeerRequests, RequestState
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 

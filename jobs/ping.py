@@ -8,8 +8,8 @@ import time
 
 import dramatiq
 
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 

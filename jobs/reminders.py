@@ -10,8 +10,8 @@ from bot.chat.views.reminders import card
 from bot.reminders.reminders import ReminderStatus
 from bot.timeutil import now
 from bot.upkeep.timing import LATE_AFTER
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 

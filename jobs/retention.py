@@ -8,8 +8,8 @@ import logging
 import dramatiq
 
 from bot.upkeep.retention import Keep, Retention
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)

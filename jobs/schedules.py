@@ -21,8 +21,8 @@ from bot.agents.profiles import with_tag
 from bot.errors import ConfigError, RunRefused
 from bot.timeutil import local_time, now
 from bot.upkeep.timing import LATE_AFTER
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)

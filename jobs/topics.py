@@ -15,8 +15,8 @@ from sqlalchemy.exc import IntegrityError
 from telegram.error import BadRequest, Forbidden
 
 from bot.chat.topics import Forum
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from bot.chat.text import visible
 from bot.chat.views.tasks import review_view
 from bot.tasks.inbox import TriageStep
 from bot.timeutil import now
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 

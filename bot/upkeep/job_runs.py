@@ -63,7 +63,7 @@ class JobRunRecord:
 
 
 class JobRuns:
-    """The ``runs`` table: written by the worker (jobs/middleware.py), read by /status."""
+    """The ``runs`` table: written by the worker (jobs/worker/middleware.py), read by /status."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

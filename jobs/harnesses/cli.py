@@ -131,7 +131,7 @@ class Wiring:
 
     @classmethod
     async def of_this_worker(cls) -> Wiring:
-        from jobs.resources import resources
+        from jobs.worker.resources import resources
 
         platform = (await resources()).platform
         settings = platform.settings

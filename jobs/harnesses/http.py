@@ -28,7 +28,7 @@ from bot.agents.profiles import AgentProfile, Provider
 from bot.errors import HarnessFailed, NameClash, ProviderFailed
 from bot.tools.offer import offered, tool_text
 from jobs.harness import RESUME, RunContext
-from jobs.resources import resources
+from jobs.worker.resources import resources
 from policies.tools import AgentSpec, Catalog
 
 MAX_TURNS = 12

@@ -28,10 +28,10 @@ from bot.errors import AegisError
 from bot.monitors.monitor import MonitorSpec, MonitorState
 from bot.monitors.monitors import Check
 from bot.timeutil import now
-from jobs.broker import require_broker
 from jobs.monitors import probe
 from jobs.monitors.probes import PerLoop
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)

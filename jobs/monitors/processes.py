@@ -20,10 +20,10 @@ import dramatiq
 
 from bot.errors import AegisError, BrokerError
 from bot.monitors.process_watch import Look, ProcessWatchSpec, WatchStatus
-from jobs.broker import require_broker
 from jobs.harness import CONTINUE_ACTOR
 from jobs.monitors.probes import PerLoop, cmd
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 logger = logging.getLogger(__name__)

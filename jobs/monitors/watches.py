@@ -8,8 +8,8 @@ import dramatiq
 from bot.chat.views.monitors import already_watched, watching
 from bot.errors import MonitorRefused
 from bot.monitors.monitor import MonitorSpec
-from jobs.broker import require_broker
-from jobs.resources import resources
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import resources
 
 require_broker()
 

@@ -26,9 +26,9 @@ from bot.errors import TranscriptionRefused, TranscriptionUnavailable
 from bot.tasks.audio import Transcription
 from bot.tasks.task import State
 from bot.tasks.voice import VoiceNote, VoiceNotes
-from jobs.broker import require_broker
-from jobs.resources import Resources, resources
 from jobs.voice.transcriber import Transcriber
+from jobs.worker.broker import require_broker
+from jobs.worker.resources import Resources, resources
 
 logger = logging.getLogger(__name__)
 require_broker()

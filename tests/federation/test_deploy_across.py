@@ -32,7 +32,7 @@ from emulator.client import EmulatorClient
 from federation.client import PeerClient
 from federation.invitations import read_invitation
 from federation.links import Peers
-from jobs.enqueue import make_enqueue
+from jobs.worker.enqueue import make_enqueue
 from tests.helpers.cli import aegis_environment, run_aegis
 from tests.helpers.mcp import mcp_client
 from tests.helpers.runs import tap

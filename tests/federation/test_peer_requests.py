@@ -26,7 +26,7 @@ from federation.acting import Acting
 from federation.links import Peers
 from federation.requests import PeerRequests, RequestState, Way
 from federation.server import SERVED
-from jobs.enqueue import make_enqueue
+from jobs.worker.enqueue import make_enqueue
 from tests.helpers.interactions import move_into_past
 from tests.helpers.runs import message_with, tap
 from tests.helpers.stack import eventually, free_port, make_settings, running_stack

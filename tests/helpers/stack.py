@@ -23,7 +23,7 @@ from bot.store.database import Store
 from emulator import DEFAULT_USER, EmulatorState
 from emulator.client import EmulatorClient
 from jobs import load_actors
-from jobs.enqueue import make_enqueue
+from jobs.worker.enqueue import make_enqueue
 from tests.helpers.ports import free_port
 
 OWNER_CHAT = DEFAULT_USER["id"]

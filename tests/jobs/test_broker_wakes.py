@@ -1,4 +1,4 @@
-"""The broker's idle consumers wait on Redis for a wake instead of polling (jobs/broker.py):
+"""The broker's idle consumers wait on Redis for a wake instead of polling (jobs/worker/broker.py):
 a message sent wakes one at once, a worker stopping wakes them all, and a wake list nobody
 reads stays short. The waits are made long here (a minute), so a message that got through, or
 a worker that stopped, did so through a wake and not through a wait running out."""
@@ -11,8 +11,8 @@ import dramatiq
 import pytest
 import redis
 
-from jobs import broker as broker_module
-from jobs.broker import WAKES_KEPT, WakingRedisBroker, _WakesOnShutdown
+from jobs.worker import broker as broker_module
+from jobs.worker.broker import WAKES_KEPT, WakingRedisBroker, _WakesOnShutdown
 from tests.helpers.stack import running_worker
 
 LONG_WAIT = 60  # seconds: far past how long each test waits for what it expects

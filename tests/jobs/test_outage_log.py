@@ -1,4 +1,4 @@
-"""Outages logged like a person would want (jobs/outages.py): one line when a dependency goes
+"""Outages logged like a person would want (jobs/worker/outages.py): one line when a dependency goes
 away, one when it is back with how long and how many tries waited, and no traceback for a job
 that only waited; a real bug keeps its traceback. Through a real Dramatiq worker on Redis."""
 
@@ -17,14 +17,14 @@ from bot.errors import StoreError
 from bot.store import migrate
 from bot.store.database import Store
 from jobs import load_actors
-from jobs.outages import Outages, dependency_of, outages
+from jobs.worker.outages import Outages, dependency_of, outages
 from tests.helpers.stack import eventually, make_settings, running_worker
 
 
 def test_an_outage_is_one_line_away_and_one_line_back(caplog):
     moment = [100.0]
     record = Outages(clock=lambda: moment[0])
-    caplog.set_level(logging.INFO, logger="jobs.outages")
+    caplog.set_level(logging.INFO, logger="jobs.worker.outages")
     for n in range(5):
         record.failed("the database", StoreError("connection refused"), f"job-{n % 2}")
     record.worked("ping")  # it never failed on the database: says nothing of it

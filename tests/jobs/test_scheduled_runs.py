@@ -26,7 +26,7 @@ from bot.interactions.interaction import Ask, Kind
 from bot.store.tables import agent_runs, runs, schedules
 from bot.timeutil import now
 from bot.upkeep.schedules import BUILTIN_SCHEDULES, Schedules
-from jobs.enqueue import make_enqueue
+from jobs.worker.enqueue import make_enqueue
 from tests.helpers.runs import buttons, message_with, tap
 from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 

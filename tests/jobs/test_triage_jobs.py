@@ -2,7 +2,7 @@
 real bot and the emulator. Tasks are captured by writing to the bot, as the owner would; the
 sweep and the weekly review are enqueued as the clock would.
 
-Whether an actor has finished is read from its ``runs`` rows (jobs/middleware.py), never from
+Whether an actor has finished is read from its ``runs`` rows (jobs/worker/middleware.py), never from
 a wait: a test waits for the runs it caused, then checks what they did.
 """
 

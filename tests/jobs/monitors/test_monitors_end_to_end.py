@@ -20,7 +20,7 @@ from bot.monitors.monitors import Monitors
 from bot.store.tables import outbox
 from bot.timeutil import now
 from emulator import EmulatorState
-from jobs.enqueue import make_enqueue
+from jobs.worker.enqueue import make_enqueue
 from tests.helpers.runs import buttons, message_with, tap
 from tests.helpers.stack import (
     OWNER_CHAT,

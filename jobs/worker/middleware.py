@@ -15,8 +15,8 @@ from bot.timeutil import now
 from bot.upkeep.heartbeats import BEAT_EVERY, process_id
 from bot.upkeep.job_runs import JobRunRecord, JobRunStatus
 from jobs import running
-from jobs.outages import dependency_of, outages
-from jobs.resources import close_resources, resources
+from jobs.worker.outages import dependency_of, outages
+from jobs.worker.resources import close_resources, resources
 
 logger = logging.getLogger(__name__)
 

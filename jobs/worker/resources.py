@@ -23,9 +23,9 @@ from bot.config.settings import Settings
 from bot.core import Platform
 from bot.store.database import Store
 from federation import client as federation_client
-from jobs.enqueue import make_enqueue
 from jobs.monitors import probe
-from jobs.redis_client import loop_client
+from jobs.worker.enqueue import make_enqueue
+from jobs.worker.redis_client import loop_client
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ async def resources() -> Resources:
     if _resources is not None:
         return _resources
     if _settings is None:
-        raise RuntimeError("jobs.resources.use_settings() was not called in this process")
+        raise RuntimeError("jobs.worker.resources.use_settings() was not called in this process")
     _lock = _lock or asyncio.Lock()
     async with _lock:
         if _resources is None:

@@ -93,7 +93,7 @@ class OutageLog(Middleware):
     ``Retry`` without a traceback), counted in ``outages``; a success ends the outage."""
 
     def after_declare_actor(self, broker, actor) -> None:
-        # An actor is declared again on each broker it is moved to (jobs/broker.py): once.
+        # An actor is declared again on each broker it is moved to (jobs/worker/broker.py): once.
         if not getattr(actor.fn, "quiet_when_away", False):
             actor.fn = _quiet_when_away(actor.fn, actor.actor_name)
 

@@ -14,9 +14,14 @@ from dramatiq.errors import ConnectionClosed
 from dramatiq.middleware import AsyncIO, Middleware
 
 from bot.errors import BrokerError
-from jobs.middleware import AgentRunsHandBack, JobRunRecorder, WorkerHeartbeat, WorkerResources
-from jobs.outages import OutageLog
-from jobs.redis_client import broker_client
+from jobs.worker.middleware import (
+    AgentRunsHandBack,
+    JobRunRecorder,
+    WorkerHeartbeat,
+    WorkerResources,
+)
+from jobs.worker.outages import OutageLog
+from jobs.worker.redis_client import broker_client
 
 NAMESPACE = "aegis"
 
@@ -138,7 +143,9 @@ def configure_broker(redis_url: str, *, namespace: str = NAMESPACE) -> RedisBrok
 
 def require_broker() -> RedisBroker:
     if _configured is None:
-        raise RuntimeError("jobs.broker.configure_broker() must run before actors are imported")
+        raise RuntimeError(
+            "jobs.worker.broker.configure_broker() must run before actors are imported"
+        )
     return _configured
 
 

@@ -1,5 +1,5 @@
 """The broker's Redis as this process reaches it: one URL, and the same fail-fast settings for
-the broker's own client and for the asyncio client a worker's loop uses (jobs/resources.py).
+the broker's own client and for the asyncio client a worker's loop uses (jobs/worker/resources.py).
 
 Fail fast in an outage: the caller keeps the work (an update stays pending, an outbox row waits
 for the sweep) rather than hold a thread or a loop through redis-py's default long backoff.
@@ -32,7 +32,7 @@ def loop_client(*, waiting_beyond: int | None = None) -> redis.asyncio.Redis:
     to the socket timeout) instead of failing: redis-py's own pool raises "Too many
     connections" past 100, which a burst of requests served at once reaches."""
     if _url is None:
-        raise RuntimeError("jobs.broker.configure_broker() must run first")
+        raise RuntimeError("jobs.worker.broker.configure_broker() must run first")
     retry = AsyncRetry(_backoff(), 2)
     if waiting_beyond is None:
         return redis.asyncio.Redis.from_url(_url, retry=retry, **_OPTIONS)
