@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import logging
 import signal
@@ -97,13 +98,31 @@ async def serve_up(settings: Settings, target: RedisTarget, stop: asyncio.Event)
             serve_web(settings, target, stop, broker), serve_clock(settings, target, stop, broker)
         )
     finally:
+        logger.info("web and clock stopped; stopping the worker (it lets running jobs finish)")
         await asyncio.to_thread(worker.stop)
+        logger.info("worker stopped")
+
+
+def _stopping(stop: asyncio.Event, name: str):
+    def signalled() -> None:
+        if not stop.is_set():
+            logger.info("%s: stopping", name)
+        stop.set()
+
+    return signalled
+
+
+def dump_threads_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` writes every thread's stack to stderr (the log): what a process
+    that will not stop is waiting on, without stopping it."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def run_async_process(name: str, settings: Settings, serve) -> int:
     """Run one of the serve_* coroutines until SIGINT or SIGTERM; first of all, hold this data
     dir's lock for the role (aegis/instance.py), so a second one starts nothing."""
     instance.hold_for(name, settings)
+    dump_threads_on_sigusr1()
     if name in ("up", "web"):
         instance.refuse_taken_ports(settings)
     target = resolve_redis(settings)
@@ -112,7 +131,7 @@ def run_async_process(name: str, settings: Settings, serve) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, _stopping(stop, name))
         loop.call_later(STARTED_AFTER_SECONDS, freeze_startup)
         await serve(settings, target, stop)
 
@@ -125,6 +144,7 @@ def run_async_process(name: str, settings: Settings, serve) -> int:
 
 
 def run_worker_process(settings: Settings) -> int:
+    dump_threads_on_sigusr1()
     target = resolve_redis(settings)
     asyncio.run(_migrate_only(settings))
     stop = threading.Event()
@@ -136,7 +156,9 @@ def run_worker_process(settings: Settings) -> int:
     freeze_startup()
     while not stop.is_set():
         stop.wait(1.0)
+    logger.info("worker: stopping (it lets running jobs finish)")
     worker.stop()
+    logger.info("worker stopped")
     return 0
 
 

@@ -79,12 +79,20 @@ async def test_up_runs_everything_answers_ping_and_stops_cleanly(tmp_path):
         async with aiohttp.ClientSession() as session:
             async with session.get(f"http://127.0.0.1:{port}/emulator/chat") as page:
                 assert page.status == 200 and "<html" in (await page.text()).lower()
+        # kill -USR1: every thread's stack into the log, and the process goes on.
+        process.send_signal(signal.SIGUSR1)
+        await eventually(lambda: "Current thread" in log.read_text() or None, timeout=10)
+        assert "(most recent call first)" in log.read_text()
+        assert await healthy(f"http://127.0.0.1:{port}/healthz")
     finally:
         process.send_signal(signal.SIGTERM)
         returncode = await asyncio.to_thread(process.wait, 30)
     output = log.read_text()
     assert returncode == 0, output
     assert "Traceback" not in output, output
+    steps = ["up: stopping", "web and clock stopped; stopping the worker", "worker stopped"]
+    at = [output.find(step) for step in steps]  # how it stopped, step by step, in the log
+    assert -1 not in at and at == sorted(at), output[-3000:]
     data_dir = tmp_path / ".aegis"
     assert (data_dir / "aegis.sqlite3").exists()
     assert not EmbeddedRedis(data_dir).is_running()

@@ -136,7 +136,14 @@ class Vps:
     async def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(self.process.wait, 30)
+            try:
+                await asyncio.to_thread(self.process.wait, 30)
+            except subprocess.TimeoutExpired:
+                self.process.send_signal(signal.SIGUSR1)  # every thread's stack, into the log
+                await asyncio.sleep(1)
+                self.process.kill()
+                tail = self.log.read_text()[-6000:]
+                raise AssertionError(f"aegis up did not stop within 30 s:\n{tail}") from None
         self.process = None
 
     async def message_with(self, chat: EmulatorClient, pattern: str, *, after: int = 0) -> dict:
