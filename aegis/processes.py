@@ -24,9 +24,9 @@ from bot.upkeep.schedules import builtin_schedules
 from jobs.worker.enqueue import make_enqueue
 
 logger = logging.getLogger(__name__)
-WORKER_TIMEOUT_MS = (
-    100  # at most between polls of a consumer holding messages (jobs/worker/broker.py)
-)
+# At most between the polls of a consumer holding messages; an idle one waits for a wake
+# (jobs/worker/broker.py).
+WORKER_TIMEOUT_MS = 100
 STARTED_AFTER_SECONDS = 10.0  # by then a process has built what it keeps for its lifetime
 
 

@@ -86,13 +86,13 @@ def slot_at_or_before(monitor_id: int, interval: int, moment: float) -> float:
     return phase + ((moment - phase) // interval) * interval
 
 
-SIDES = {
+COMMANDS = {
     "target": lambda port: serve_target(int(port)),
     "baseline": lambda url, count, interval: run_baseline(url, int(count), int(interval)),
 }
 
 if __name__ == "__main__":
     side, *arguments = sys.argv[1:] or ["--help"]
-    if side not in SIDES:
+    if side not in COMMANDS:
         sys.exit(f"usage: {sys.argv[0]} target <port> | baseline <url> <count> <interval>")
-    asyncio.run(SIDES[side](*arguments))
+    asyncio.run(COMMANDS[side](*arguments))

@@ -152,16 +152,13 @@ class Deliveries:
         whenever a drain ends (for most deliveries, one message, at every one). The record
         has committed by now: a database that fails this claim leaves the row to the sweep
         and must not fail the record."""
-        moment = now()
         try:
-            async with self.store.driver() as pg:
-                row = await pg.fetchrow(PG_CLAIM_NEXT_IN_CHAT, message_id, moment, moment + LEASE)
+            return await self.claim_next_in_chat(message_id)
         except StoreError as exc:
             logger.warning(
                 "outbox %s: sent; the chat's next row waits for the sweep: %s", message_id, exc
             )
             return None
-        return _from_driver(row) if row is not None else None
 
     # A delivery passes the message it claimed (``held``): the change then applies only while
     # its lease is still the row's, so a delivery that stalled past its lease cannot undo what
