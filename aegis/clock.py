@@ -27,6 +27,7 @@ from bot.monitors.monitors import Monitors
 from bot.reminders.reminders import Reminders
 from bot.store.database import Store
 from bot.timeutil import now
+from bot.upkeep.due import Due, turn
 from bot.upkeep.heartbeats import BEAT_EVERY, Heartbeats, process_id
 from bot.upkeep.leases import Leases
 from bot.upkeep.schedules import BUILTIN_SCHEDULES, Schedule, Schedules
@@ -35,6 +36,9 @@ logger = logging.getLogger(__name__)
 LEASE = "clock"
 LEASE_TTL = timedelta(seconds=30)  # a standby takes over this long after the holder's last renewal
 RENEW_EVERY = timedelta(seconds=5)
+# The longest a turn sleeps: rows another process adds (a reminder, a schedule switched on, a
+# monitor resumed) are seen within this.
+TURN_SECONDS = 1.0
 STANDBY = "clock-standby"  # the heartbeat's kind while another clock works
 
 
@@ -60,6 +64,9 @@ async def run_clock(
     reminders = Reminders(store)
     heartbeats = Heartbeats(store)
     follow = FileSchedules(schedules, config, monitors)
+    parts = [schedules.due(), reminders.due()]
+    if monitors is not None:
+        parts += [monitors.due(), monitors.processes.due()]
     process, started = name or process_id("clock"), now()
     lease = ClockLease(Leases(store), process, lease_ttl, renew_every)
     await schedules.seed(builtins)
@@ -74,7 +81,7 @@ async def run_clock(
                 kind = _kind(held)
                 await _quietly(heartbeats.beat(process, kind, started))
                 last_beat = now()
-            wait = await _tick(follow, schedules, reminders, monitors, enqueue) if held else None
+            wait = await _tick(follow, store, parts, enqueue) if held else None
             if wait is None:
                 wait = renew_every.total_seconds()
             try:
@@ -90,21 +97,12 @@ def _kind(held: bool) -> str:
     return "clock" if held else STANDBY
 
 
-async def _tick(
-    follow, schedules: Schedules, reminders: Reminders, monitors: Monitors | None, enqueue
-) -> float:
-    """Enqueue what is due; returns the seconds until something may next be due (at most 1)."""
+async def _tick(follow, store: Store, parts: list[Due], enqueue) -> float:
+    """Enqueue what is due; returns the seconds until something may next be due (at most
+    TURN_SECONDS). A turn with nothing due reads one row: every part's soonest moment at once."""
     await _quietly(follow.reconcile_if_changed())
-    await _quietly(schedules.enqueue_due(enqueue))
-    await _quietly(reminders.enqueue_due(enqueue))
-    waits = [
-        await _quietly(schedules.seconds_until_next(ceiling=1.0)),
-        await _quietly(reminders.seconds_until_next(ceiling=1.0)),
-    ]
-    if monitors is not None:
-        waits.append(await _quietly(monitors.tick(enqueue, ceiling=1.0)))
-        waits.append(await _quietly(monitors.processes.tick(enqueue, ceiling=1.0)))
-    return min((w for w in waits if w is not None), default=1.0)
+    wait = await _quietly(turn(store, parts, enqueue, ceiling=TURN_SECONDS))
+    return TURN_SECONDS if wait is None else wait
 
 
 class ClockLease:

@@ -35,6 +35,7 @@ from bot.monitors.process_watches import ProcessWatches
 from bot.store.database import Store
 from bot.store.tables import monitor_hours, monitors
 from bot.timeutil import now
+from bot.upkeep.due import Due, Soonest
 
 logger = logging.getLogger(__name__)
 CHAT, FILE = "chat", "file"
@@ -162,23 +163,22 @@ class Monitors:
 
     # The clock's part
 
-    async def tick(self, enqueue: Enqueue, *, ceiling: float) -> float:
-        """The clock's turn: claim the slots due (``enqueue_due``), and return how long the
-        clock may sleep, until the soonest slot comes within ``WAKE_AHEAD`` (at most
-        ``ceiling``). A turn with nothing due reads one row and writes nothing."""
-        soonest, moment = await self._soonest(), now()
-        if _near(soonest, moment):
-            await self._claim(enqueue, moment)
-            soonest = await self._soonest()
-        if soonest is None:
-            return ceiling
-        return max(0.0, min(ceiling, (soonest - WAKE_AHEAD - now()).total_seconds()))
+    def due(self) -> Due:
+        """The clock's part: once the soonest slot is ``WAKE_AHEAD`` away, claim the slots due
+        within ``CLAIM_AHEAD`` (``enqueue_due`` without reading the soonest again)."""
+        return Due(
+            "monitors",
+            (Soonest(_soonest_query()),),
+            lambda enqueue: self._claim(enqueue, now()),
+            ahead=WAKE_AHEAD,
+        )
 
     async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
         """Once the soonest slot is within ``WAKE_AHEAD``, claim every slot due within
         ``CLAIM_AHEAD`` and enqueue their checks; returns how many."""
         moment = moment or now()
-        return await self._claim(enqueue, moment) if _near(await self._soonest(), moment) else 0
+        due = self.due().is_due(await self._soonest(), moment)
+        return await self._claim(enqueue, moment) if due else 0
 
     async def _claim(self, enqueue: Enqueue, moment: datetime) -> int:
         """Claim every slot due within ``CLAIM_AHEAD`` and enqueue their checks, a message per
@@ -208,9 +208,8 @@ class Monitors:
         return len(claimed)
 
     async def _soonest(self) -> datetime | None:
-        query = select(func.min(monitors.c.next_check_at)).where(monitors.c.paused.is_(False))
         async with self.store.read() as conn:
-            return (await conn.execute(query)).scalar_one_or_none()
+            return (await conn.execute(_soonest_query())).scalar_one_or_none()
 
     # What a check's result changes
 
@@ -341,6 +340,5 @@ def _new_row(spec: MonitorSpec, source: str, moment: datetime) -> dict[str, Any]
     }
 
 
-def _near(soonest: datetime | None, moment: datetime) -> bool:
-    """Whether the soonest slot is near enough for the clock to claim the slots due."""
-    return soonest is not None and soonest <= moment + WAKE_AHEAD
+def _soonest_query():
+    return select(func.min(monitors.c.next_check_at)).where(monitors.c.paused.is_(False))

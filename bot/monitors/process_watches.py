@@ -27,6 +27,7 @@ from bot.monitors.process_watch import (
 from bot.store.database import Store, serialize_on
 from bot.store.tables import process_watches
 from bot.timeutil import now
+from bot.upkeep.due import Due, Soonest
 
 logger = logging.getLogger(__name__)
 Enqueue = Callable[..., Awaitable[None]]
@@ -95,17 +96,9 @@ class ProcessWatches:
 
     # The clock's part
 
-    async def tick(self, enqueue: Enqueue, *, ceiling: float) -> float:
-        """The clock's turn: claim the looks due (``enqueue_due``), and return how long the
-        clock may sleep (at most ``ceiling``). A turn with nothing due reads one row and writes
-        nothing."""
-        soonest, moment = await self._soonest(), now()
-        if soonest is not None and soonest <= moment:
-            await self.enqueue_due(enqueue, moment)
-            soonest = await self._soonest()
-        if soonest is None:
-            return ceiling
-        return max(0.0, min(ceiling, (soonest - now()).total_seconds()))
+    def due(self) -> Due:
+        """The clock's part: the soonest look due, and ``enqueue_due``."""
+        return Due("process watches", (Soonest(_soonest_query()),), self.enqueue_due)
 
     async def enqueue_due(self, enqueue: Enqueue, moment: datetime | None = None) -> int:
         """Claim every look that is due and enqueue it; returns how many."""
@@ -131,13 +124,6 @@ class ProcessWatches:
         for watch_id in claimed:
             await enqueue(CHECK_ACTOR, watch_id)
         return len(claimed)
-
-    async def _soonest(self) -> datetime | None:
-        query = select(func.min(process_watches.c.next_check_at)).where(
-            process_watches.c.status == WatchStatus.WATCHING
-        )
-        async with self.store.read() as conn:
-            return (await conn.execute(query)).scalar_one_or_none()
 
     # A look's result
 
@@ -255,3 +241,9 @@ class ProcessWatches:
         query = select(process_watches).where(process_watches.c.id == watch_id)
         row = (await conn.execute(query)).first()
         return ProcessWatch.from_row(row) if row else None
+
+
+def _soonest_query():
+    return select(func.min(process_watches.c.next_check_at)).where(
+        process_watches.c.status == WatchStatus.WATCHING
+    )

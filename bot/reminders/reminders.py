@@ -15,11 +15,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 
 from bot.store.database import Store
 from bot.store.tables import reminders
 from bot.timeutil import now
+from bot.upkeep.due import Due, Soonest
 
 CLAIM_AGAIN_AFTER = timedelta(minutes=1)  # a claimed reminder whose card is not queued by then
 SOONEST_READ = 100  # due reminders claimed per tick
@@ -163,10 +164,17 @@ class Reminders:
                 .values(status=status, **values)
             )
 
-    async def seconds_until_next(self, *, ceiling: float = 1.0) -> float:
-        query = select(reminders.c.due_at).where(reminders.c.status == ReminderStatus.WAITING)
-        async with self.store.read() as conn:
-            soonest = (await conn.execute(query.order_by(reminders.c.due_at).limit(1))).scalar()
-        if soonest is None:
-            return ceiling
-        return max(0.0, min(ceiling, (soonest - now()).total_seconds()))
+    def due(self) -> Due:
+        """The clock's part: the soonest waiting reminder, or a claimed one whose card never
+        came, to claim again; and ``enqueue_due``."""
+        waiting = select(func.min(reminders.c.due_at)).where(
+            reminders.c.status == ReminderStatus.WAITING
+        )
+        claimed = select(func.min(reminders.c.claimed_at)).where(
+            reminders.c.status == ReminderStatus.DUE
+        )
+        return Due(
+            "reminders",
+            (Soonest(waiting), Soonest(claimed, after=CLAIM_AGAIN_AFTER)),
+            self.enqueue_due,
+        )

@@ -31,6 +31,7 @@ from bot.errors import ScheduleRefused
 from bot.store.database import Store, serialize_on
 from bot.store.tables import agent_runs, schedules
 from bot.timeutil import now
+from bot.upkeep.due import Due, Soonest
 from bot.upkeep.timing import LATE_AFTER, Timing, at_cron
 
 logger = logging.getLogger(__name__)
@@ -427,13 +428,10 @@ class Schedules:
             rows = [ScheduleRow.from_row(r) for r in (await conn.execute(select(schedules))).all()]
         return sorted(rows, key=lambda row: (not row.runs_agent, row.name))
 
-    async def seconds_until_next(self, *, ceiling: float = 5.0) -> float:
-        query = select(schedules.c.next_run_at).where(schedules.c.enabled)
-        async with self.store.read() as conn:
-            times = list((await conn.execute(query)).scalars())
-        if not times:
-            return ceiling
-        return max(0.0, min(ceiling, (min(times) - now()).total_seconds()))
+    def due(self) -> Due:
+        """The clock's part: the soonest enabled schedule, and ``enqueue_due``."""
+        soonest = select(func.min(schedules.c.next_run_at)).where(schedules.c.enabled)
+        return Due("schedules", (Soonest(soonest),), self.enqueue_due)
 
 
 def _new_file_row(spec: ScheduleSpec, moment: datetime) -> dict[str, Any]:

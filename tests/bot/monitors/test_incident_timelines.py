@@ -22,6 +22,7 @@ from bot.monitors.monitors import Monitors
 from bot.store.tables import incidents, monitor_hours, outbox
 from bot.store.tables import monitors as monitors_table
 from bot.timeutil import now
+from bot.upkeep.due import turn
 
 CHAT = 4242
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -242,9 +243,10 @@ async def test_the_clocks_turn_claims_what_is_near_then_sleeps_until_the_next(mo
     async def enqueue(actor, due):
         enqueued.append(due)
 
-    assert await monitors.tick(enqueue, ceiling=1.0) == 1.0  # nothing watched
+    parts = [monitors.due()]
+    assert await turn(monitors.store, parts, enqueue, ceiling=1.0) == 1.0  # nothing watched
     await monitors.watch(MonitorSpec("db", MonitorKind.TCP, "db.test:5432"))  # due at once
-    wait = await monitors.tick(enqueue, ceiling=3600.0)
+    wait = await turn(monitors.store, parts, enqueue, ceiling=3600.0)
     [[claimed]] = enqueued
     [monitor] = await monitors.all()
     assert claimed[0] == monitor.id and monitor.next_check_at > datetime.fromisoformat(claimed[1])

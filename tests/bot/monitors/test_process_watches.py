@@ -13,6 +13,7 @@ from bot.errors import MonitorRefused
 from bot.monitors.process_watch import Look, WatchStatus
 from bot.monitors.process_watches import ProcessWatches
 from bot.monitors.specs import process_watch
+from bot.upkeep.due import turn
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 SPEC = process_watch(
@@ -90,11 +91,12 @@ async def test_the_clock_claims_each_look_once_and_the_deadline_gets_a_look(watc
 
 async def test_the_clocks_turn_claims_a_due_look_and_says_how_long_to_sleep(watches):
     enqueued = Enqueued()
-    assert await watches.tick(enqueued, ceiling=1.0) == 1.0  # nothing watched: the ceiling
+    store, parts = watches.store, [watches.due()]
+    assert await turn(store, parts, enqueued, ceiling=1.0) == 1.0  # nothing watched: the ceiling
     watch = await start(watches)  # its first look was due at T0, long ago
-    assert await watches.tick(enqueued, ceiling=1.0) == 1.0  # claimed; the next is 30 s ahead
+    assert await turn(store, parts, enqueued, ceiling=1.0) == 1.0  # claimed; the next is 30 s on
     assert enqueued == [("check_process", watch.id)]
-    assert await watches.tick(enqueued, ceiling=60.0) > 0  # nothing due: only read
+    assert await turn(store, parts, enqueued, ceiling=60.0) > 0  # nothing due: only read
     assert len(enqueued) == 1
 
 
