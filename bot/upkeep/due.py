@@ -71,16 +71,22 @@ async def soonest(store: Store, parts: Sequence[Due]) -> list[datetime | None]:
 async def turn(store: Store, parts: Sequence[Due], enqueue: Enqueue, *, ceiling: float) -> float:
     """One turn of the clock over ``parts``: the work of each that is due, then how long the
     clock may sleep until one may be (at most ``ceiling``). A part whose work meets an outage
-    is skipped this turn and tried again the next; the others go on."""
+    is skipped and tried again a whole ``ceiling`` later, not at once (its rows are still due:
+    the clock would spin, logging, for as long as Redis is away); the others go on."""
     found = await soonest(store, parts)
     moment = now()
     due = [part for part, at in zip(parts, found, strict=True) if part.is_due(at, moment)]
+    failed = set()
     for part in due:
         try:
             await part.work(enqueue)
         except (StoreError, BrokerError) as exc:
             logger.warning("clock: %s skipped this turn: %s", part.name, exc)
+            failed.add(part.name)
     if due:  # what comes next has moved: read it again
         found, moment = await soonest(store, parts), now()
-    waits = [part.seconds_until(at, moment, ceiling) for part, at in zip(parts, found, strict=True)]
+    waits = [
+        ceiling if part.name in failed else part.seconds_until(at, moment, ceiling)
+        for part, at in zip(parts, found, strict=True)
+    ]
     return min(waits, default=ceiling)

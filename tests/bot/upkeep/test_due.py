@@ -130,5 +130,10 @@ async def test_an_outage_in_one_part_skips_it_and_the_others_work(store, parts):
             raise BrokerError("Redis is unavailable: ConnectionError")
         await enqueued(actor, *args)
 
-    await turn(store, [schedules.due(), reminders.due()], refusing, ceiling=1.0)
+    wait = await turn(store, [schedules.due(), reminders.due()], refusing, ceiling=1.0)
     assert enqueued == [("remind", reminder.id)]
+    # The schedules are still due (given back), but the clock tries them again a turn later
+    # rather than at once: an outage does not make it spin.
+    assert wait == 1.0
+    [found] = await soonest(store, [schedules.due()])
+    assert found <= now()
