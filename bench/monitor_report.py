@@ -113,48 +113,45 @@ def report(args, baseline: Side, aegis: Side, baseline_rss: float, cards: list) 
     ratio = aegis.cpu_ms_per_check / baseline.cpu_ms_per_check
     p99 = percentile(aegis.lateness_ms or [float("nan")], 0.99)
     print(f"\nCPU per check, aegis / baseline: {ratio:.2f} (all in: aegis's idle cost included)")
-    above = aegis.above_idle_ms_per_check / baseline.cpu_ms_per_check
-    print(
-        f"  the same with aegis's idle rate from before ({aegis.idle_cpu_seconds:.2f} s over the "
-        f"window) taken out: {aegis.above_idle_ms_per_check:.3f} ms per check, {above:.2f} x "
-        "the baseline"
+    base = baseline.cpu_ms_per_check
+    target = " (target ≤ 2{})"
+    estimate(
+        f"with aegis's idle rate from before ({aegis.idle_cpu_seconds:.2f} s over the window) "
+        "taken out",
+        aegis.above_idle_ms_per_check,
+        base,
     )
-    twin = aegis.above_twin_ms_per_check / baseline.cpu_ms_per_check
-    print(
-        f"  the same with the idle twin's CPU over the same window "
-        f"({aegis.twin_cpu_seconds:.2f} s) taken out: {aegis.above_twin_ms_per_check:.3f} ms "
-        f"per check, {twin:.2f} x the baseline"
+    estimate(
+        f"with the idle twin's CPU over the same window ({aegis.twin_cpu_seconds:.2f} s) taken out",
+        aegis.above_twin_ms_per_check,
+        base,
     )
-    scaled = aegis.above_scaled_twin_ms_per_check / baseline.cpu_ms_per_check
-    print(
-        f"  the same with the twin's CPU scaled by the two's idle ratio ({aegis.twin_scale:.3f}) "
-        f"taken out: {aegis.above_scaled_twin_ms_per_check:.3f} ms per check, {scaled:.2f} x "
-        "the baseline (target ≤ 2)"
+    estimate(
+        f"with the twin's CPU scaled by the two's idle ratio ({aegis.twin_scale:.3f}) taken out",
+        aegis.above_scaled_twin_ms_per_check,
+        base,
+        target.format(""),
     )
-    paused = aegis.above_paused_ms_per_check / baseline.cpu_ms_per_check
+    rounds = [r for r in aegis.rounds if r.checks]
+    each = ", ".join(f"{r.above_paused_cpu_seconds * 1000 / r.checks / base:.2f}" for r in rounds)
+    estimate(
+        f"with aegis's own CPU with every monitor paused taken out (rounds of "
+        f"{args.seconds / args.rounds:.0f} s on, then as long paused)",
+        aegis.above_paused_ms_per_check,
+        base,
+        target.format(f"; each round: {each}"),
+    )
     each = ", ".join(
-        f"{r.above_paused_cpu_seconds * 1000 / r.checks / baseline.cpu_ms_per_check:.2f}"
-        for r in aegis.rounds
-        if r.checks
-    )
-    print(
-        f"  the same with aegis's own CPU with every monitor paused taken out (rounds of "
-        f"{args.seconds / args.rounds:.0f} s on, then as long paused): "
-        f"{aegis.above_paused_ms_per_check:.3f} ms per check, {paused:.2f} x the baseline "
-        f"(target ≤ 2; each round: {each})"
-    )
-    both = aegis.above_paused_and_twin_ms_per_check / baseline.cpu_ms_per_check
-    per_check = baseline.cpu_ms_per_check / 1000
-    each = ", ".join(
-        f"{(r.above_paused_cpu_seconds - r.twin_moved_cpu_seconds) / r.checks / per_check:.2f}"
-        for r in aegis.rounds
-        if r.checks
+        f"{(r.above_paused_cpu_seconds - r.twin_moved_cpu_seconds) * 1000 / r.checks / base:.2f}"
+        for r in rounds
     )
     moved = sum(r.twin_moved_cpu_seconds for r in aegis.rounds)
-    print(
-        f"  the same less what the idle twin's own CPU moved from the windows on to the windows "
-        f"paused ({moved:+.2f} s): {aegis.above_paused_and_twin_ms_per_check:.3f} ms per check, "
-        f"{both:.2f} x the baseline (target ≤ 2; each round: {each})"
+    estimate(
+        f"less what the idle twin's own CPU moved from the windows on to the windows paused "
+        f"({moved:+.2f} s)",
+        aegis.above_paused_and_twin_ms_per_check,
+        base,
+        target.format(f"; each round: {each}"),
     )
     print(f"aegis RSS above idle: {aegis.extra_rss_mb:.1f} MB (target ≤ 40 MB)")
     print(f"aegis slot lateness p99: {p99:.0f} ms (target ≤ 1000 ms)")
@@ -169,3 +166,9 @@ def report(args, baseline: Side, aegis: Side, baseline_rss: float, cards: list) 
         f"aegis's CPU counts aegis up (web, worker, clock) and its embedded Redis "
         f"({aegis.redis_cpu_seconds:.2f} s of the {aegis.cpu_seconds:.2f} s)."
     )
+
+
+def estimate(how: str, ms_per_check: float, baseline_ms: float, target: str = "") -> None:
+    """One estimator's line: a check's CPU above what aegis costs anyway, and x the baseline."""
+    ratio = ms_per_check / baseline_ms
+    print(f"  the same {how}: {ms_per_check:.3f} ms per check, {ratio:.2f} x the baseline{target}")
