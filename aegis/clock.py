@@ -4,7 +4,7 @@ is due; it never runs the work itself.
 It also follows ``aegis.yaml``: at start and whenever the file changes, the file's schedules are
 reconciled into rows (bot/upkeep/schedules.py), so a schedule added, changed or removed in the file
 takes effect within a couple of seconds, with no restart. The on/off switch is read from the rows at
-every tick, so a tap on /schedules takes effect at the next one.
+every turn, so a tap on /schedules takes effect at the next one.
 
 One clock works at a time, on one machine or many: it holds the ``clock`` lease
 (bot/upkeep/leases.py) and renews it every few seconds. Another clock on the same database stands
@@ -81,7 +81,7 @@ async def run_clock(
                 kind = _kind(held)
                 await _quietly(heartbeats.beat(process, kind, started))
                 last_beat = now()
-            wait = await _tick(follow, store, parts, enqueue) if held else None
+            wait = await _turn(follow, store, parts, enqueue) if held else None
             if wait is None:
                 wait = renew_every.total_seconds()
             try:
@@ -97,7 +97,7 @@ def _kind(held: bool) -> str:
     return "clock" if held else STANDBY
 
 
-async def _tick(follow, store: Store, parts: list[Due], enqueue) -> float:
+async def _turn(follow, store: Store, parts: list[Due], enqueue) -> float:
     """Enqueue what is due; returns the seconds until something may next be due (at most
     TURN_SECONDS). A turn with nothing due reads one row: every part's soonest moment at once."""
     await _quietly(follow.reconcile_if_changed())
@@ -179,7 +179,7 @@ class FileSchedules:
                     watched.updated or "none",
                     watched.removed or "none",
                 )
-        self.reconciled = current  # only once it is written: an outage tries again next tick
+        self.reconciled = current  # only once it is written: an outage tries again next turn
         if done.changed:
             logger.info(
                 "schedules from aegis.yaml: added %s, updated %s, removed %s",
@@ -190,9 +190,9 @@ class FileSchedules:
 
 
 async def _quietly(awaitable):
-    """An outage skips this tick; the clock keeps ticking and catches up once it is over."""
+    """An outage skips this turn; the clock keeps turning and catches up once it is over."""
     try:
         return await awaitable
     except (StoreError, BrokerError) as exc:
-        logger.warning("clock tick skipped: %s", exc)
+        logger.warning("clock turn skipped: %s", exc)
         return None

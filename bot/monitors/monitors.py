@@ -1,23 +1,23 @@
 """Monitors: the rows, what declares them (chat, aegis.yaml, an agent), their slots, and what
 the owner's buttons do to them.
 
-The clock claims the slots due within the next few seconds (``enqueue_due``, rows read locked
-so a second clock by mistake claims none twice) and sends them to the workers with their specs;
-a worker probes and hands the results to ``record_many``, which bot/monitors/checks.py carries
-out: the verdict (bot/monitors/monitor.py), and the incident it opens, reminds about or closes
-(bot/monitors/incidents.py).
+The clock claims the slots due within the next few seconds (its part, ``due()``: rows read
+locked so a second clock by mistake claims none twice) and sends them to the workers with their
+specs; a worker probes and hands the results to ``record_many``, which bot/monitors/checks.py
+carries out: the verdict (bot/monitors/monitor.py), and the incident it opens, reminds about or
+closes (bot/monitors/incidents.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy import Select, and_, delete, func, insert, or_, select, update
 
 from bot.chat.views import monitors as views
 from bot.errors import MonitorRefused
@@ -35,11 +35,10 @@ from bot.monitors.process_watches import ProcessWatches
 from bot.store.database import Store
 from bot.store.tables import monitor_hours, monitors
 from bot.timeutil import now
-from bot.upkeep.due import Due, Soonest
+from bot.upkeep.due import Due, Enqueue, Soonest
 
 logger = logging.getLogger(__name__)
 CHAT, FILE = "chat", "file"
-Enqueue = Callable[..., Awaitable[None]]
 CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
 # The clock claims slots once the soonest is WAKE_AHEAD away, and then every slot due within
 # CLAIM_AHEAD: a transaction and a message to the workers every several seconds rather than
@@ -340,5 +339,5 @@ def _new_row(spec: MonitorSpec, source: str, moment: datetime) -> dict[str, Any]
     }
 
 
-def _soonest_query():
+def _soonest_query() -> Select:
     return select(func.min(monitors.c.next_check_at)).where(monitors.c.paused.is_(False))

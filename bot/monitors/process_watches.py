@@ -9,11 +9,10 @@ so two looks racing can end it once; the look that ended it wakes the run parked
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Select, delete, func, insert, select, update
 
 from bot.errors import MonitorRefused
 from bot.monitors.process_watch import (
@@ -27,10 +26,9 @@ from bot.monitors.process_watch import (
 from bot.store.database import Store, serialize_on
 from bot.store.tables import process_watches
 from bot.timeutil import now
-from bot.upkeep.due import Due, Soonest
+from bot.upkeep.due import Due, Enqueue, Soonest
 
 logger = logging.getLogger(__name__)
-Enqueue = Callable[..., Awaitable[None]]
 CHECK_ACTOR = "check_process"
 
 
@@ -243,7 +241,7 @@ class ProcessWatches:
         return ProcessWatch.from_row(row) if row else None
 
 
-def _soonest_query():
+def _soonest_query() -> Select:
     return select(func.min(process_watches.c.next_check_at)).where(
         process_watches.c.status == WatchStatus.WATCHING
     )

@@ -91,7 +91,7 @@ class Reminders:
             and_(reminders.c.status == ReminderStatus.WAITING, reminders.c.due_at <= moment),
             and_(
                 reminders.c.status == ReminderStatus.DUE,
-                reminders.c.claimed_at < moment - CLAIM_AGAIN_AFTER,
+                reminders.c.claimed_at <= moment - CLAIM_AGAIN_AFTER,
             ),
         )
         query = select(reminders.c.id, reminders.c.status, reminders.c.claimed_at).where(due)

@@ -1,2 +1,3 @@
 """What keeps the platform going: job runs, heartbeats, schedules, the leases (one clock at a
-time), retention (old history pruned), and the gauges /metrics reads."""
+time), the clock's turn over what may be due (due.py), retention (old history pruned), and the
+gauges /metrics reads."""
