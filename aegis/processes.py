@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 # (jobs/worker/broker.py).
 WORKER_TIMEOUT_MS = 100
 STARTED_AFTER_SECONDS = 10.0  # by then a process has built what it keeps for its lifetime
+# On stop, how long the web server lets requests in flight finish before it cancels them
+# (aiohttp's own default is 60 s). Its clients ask again: PTB's polling, peers, the chat page.
+WEB_STOP_SECONDS = 10.0
 
 
 def freeze_startup() -> None:
@@ -44,7 +47,9 @@ async def serve_web(
 ) -> None:
     broker = broker or open_broker(settings, target)
     app = create_web_app(settings, broker, target.description)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, shutdown_timeout=WEB_STOP_SECONDS
+    )
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()

@@ -28,6 +28,7 @@ from sqlalchemy import func, select
 from bot.agents.agent_run import RunState
 from bot.agents.tokens import AgentTokens
 from bot.store.tables import audit_events, interactions
+from bot.tools.processes import kill_group
 from tests.helpers.echo_mcp import echo_mcp_in_thread
 from tests.helpers.mcp import mcp_url
 from tests.helpers.runs import message_with, run_in, start, tap
@@ -368,6 +369,9 @@ async def test_a_client_configured_by_the_readme_reads_at_once_and_writes_after_
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            # In a group of its own, stopped as one below: codex leaves a sandbox helper
+            # running after it exits, which outlived the suite by 40 minutes.
+            start_new_session=True,
         )
         finished = asyncio.create_task(process.communicate(b"Write hello.txt, please."))
         try:
@@ -377,9 +381,7 @@ async def test_a_client_configured_by_the_readme_reads_at_once_and_writes_after_
             await tap(stack, card, "Approve")
             stdout, stderr = await asyncio.wait_for(finished, timeout=RUN_TIMEOUT)
         finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            await kill_group(process, grace=0)  # the CLI and whatever it left running
         assert process.returncode == 0, stderr.decode()[-2000:]
         assert (stack.settings.data_dir / "demo" / "hello.txt").read_text() == "hello"
         assert await used(stack, "demo.write_file") == 1
