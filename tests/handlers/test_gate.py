@@ -25,7 +25,7 @@ from bot.store.tables import (
     updates,
 )
 from handlers.gate import REFUSAL
-from tests.helpers.stack import OWNER_CHAT, make_settings, running_stack
+from tests.helpers.stack import OWNER_CHAT, eventually, make_settings, running_stack
 from tests.helpers.transport import (
     all_rows,
     drained,
@@ -41,6 +41,17 @@ STATUS_HEADLINE = "web: web@"
 async def _count(store, table, *where) -> int:
     async with store.read() as conn:
         return (await conn.execute(select(func.count()).select_from(table).where(*where))).scalar()
+
+
+async def handled(stack, update_id: int) -> None:
+    """Wait until this update is handled: intake handles each chat's updates in order, and
+    different chats' side by side, so an answer in one chat says nothing of another's."""
+
+    async def done():
+        row = await update_row(stack.store, update_id)
+        return row is not None and row.status == "handled"
+
+    await eventually(done)
 
 
 async def _unknown(store, user_id: int):
@@ -100,6 +111,7 @@ async def test_a_stranger_in_a_group_gets_no_refusal_but_is_recorded(stack):
         {"text": "/status", "user": mallory, "chat_id": group["id"], "chat": group}
     )
     await owner_marker(stack)
+    await handled(stack, sent["update_id"])  # another chat's: beside the owner's, not before
 
     await drained(stack)
     assert await stack.bot_messages(group["id"]) == []
@@ -113,11 +125,12 @@ async def test_a_stranger_in_a_group_gets_no_refusal_but_is_recorded(stack):
 async def test_a_stranger_refused_only_in_a_group_is_still_refused_in_private(stack):
     mallory = stranger()
     group = {"id": -100_501, "type": "group", "title": "Friends"}
-    await stack.emulator.inject_message(
+    first = await stack.emulator.inject_message(
         {"text": "hello all", "user": mallory, "chat_id": group["id"], "chat": group}
     )
     [refusal] = await stack.ask("hello bot", user=mallory)
     assert refusal["text"] == REFUSAL
+    await handled(stack, first["update_id"])  # the group's, handled beside the private chat's
     assert (await _unknown(stack.store, mallory["id"])).updates_seen == 2
 
 
@@ -261,6 +274,7 @@ async def test_pair_in_a_group_is_gated_like_anything_else(paired_stack):
         }
     )
     await owner_marker(stack)
+    await handled(stack, sent["update_id"])  # another chat's: beside the owner's, not before
 
     await drained(stack)
     assert await stack.bot_messages(group["id"]) == []
@@ -299,8 +313,6 @@ async def test_the_gate_fails_closed_when_it_cannot_check(stack, monkeypatch):
     async def left_pending():
         row = await update_row(stack.store, sent["update_id"])
         return row is not None and row.status == "pending" and row.attempts >= 1
-
-    from tests.helpers.stack import eventually
 
     await eventually(left_pending)
     assert await all_rows(stack.store, runs, runs.c.job == "ping") == []

@@ -129,8 +129,9 @@ async def worker_ready(stack: Stack) -> None:
 
 
 async def owner_marker(stack: Stack, text: str = "/help") -> dict[str, Any]:
-    """An owner message answered: with long polling every earlier update is handled by now
-    (intake handles them one after another, in order)."""
+    """An owner message answered: every earlier update of the owner's chat is handled by now
+    (intake handles a chat's updates in order). Other chats' are handled beside them: wait for
+    those by their own effects."""
     [reply] = await stack.ask(text)
     return reply
 
