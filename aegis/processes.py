@@ -9,7 +9,6 @@ import logging
 import signal
 import threading
 
-import dramatiq
 from aiohttp import web
 
 from aegis import instance
@@ -22,10 +21,11 @@ from bot.config.settings import Settings
 from bot.core import Platform
 from bot.upkeep.schedules import builtin_schedules
 from jobs.worker.enqueue import make_enqueue
+from jobs.worker.threads import Worker
 
 logger = logging.getLogger(__name__)
 # At most between the polls of a consumer holding messages; an idle one waits for a wake
-# (jobs/worker/broker.py).
+# (jobs/worker/broker.py), and so does an idle worker thread (jobs/worker/threads.py).
 WORKER_TIMEOUT_MS = 100
 STARTED_AFTER_SECONDS = 10.0  # by then a process has built what it keeps for its lifetime
 # On stop, how long the web server lets requests in flight finish before it cancels them
@@ -60,9 +60,9 @@ async def serve_web(
         await runner.cleanup()
 
 
-def start_worker(settings: Settings, target: RedisTarget, broker=None) -> dramatiq.Worker:
+def start_worker(settings: Settings, target: RedisTarget, broker=None) -> Worker:
     broker = broker or open_broker(settings, target)
-    worker = dramatiq.Worker(
+    worker = Worker(
         broker, worker_threads=settings.worker_threads, worker_timeout=WORKER_TIMEOUT_MS
     )
     worker.start()

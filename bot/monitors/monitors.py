@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Select, Text, and_, cast, delete, func, insert, or_, select, update
 
 from bot.chat.views import monitors as views
 from bot.errors import MonitorRefused
@@ -39,14 +39,15 @@ from bot.upkeep.due import Due, Enqueue, Soonest
 
 logger = logging.getLogger(__name__)
 CHAT, FILE = "chat", "file"
-CHECKS_PER_MESSAGE = 100  # the due slots of one tick go to the workers in messages this big
+CHECKS_PER_MESSAGE = 250  # the due slots of one claim go to the workers in messages this big
 # The clock claims slots once the soonest is WAKE_AHEAD away, and then every slot due within
-# CLAIM_AHEAD: a transaction and a message to the workers every several seconds rather than
-# every second, which was most of what a check cost beyond its request (bench/monitors.py). The
-# worker waits for each slot to the millisecond, so lateness does not change; a worker lost
-# meanwhile loses at most those seconds of checks (the next slots check again).
+# CLAIM_AHEAD: a transaction, a message to the workers and a read more every half a minute
+# rather than every second, which was most of what a check cost beyond its request
+# (bench/monitors.py). The worker waits for each slot to the millisecond, so lateness does not
+# change. What it costs: a worker lost loses at most those seconds of checks (the next slots
+# check again), and a monitor changed or removed may be checked once more as it was.
 WAKE_AHEAD = timedelta(seconds=1)
-CLAIM_AHEAD = timedelta(seconds=10)
+CLAIM_AHEAD = timedelta(seconds=30)
 KEEP_HOURS = timedelta(days=8)  # uptime rows: the 7 days /monitors shows, and a day's margin
 KEEP_WATCHES = timedelta(days=30)  # process watches, once over
 PRUNE_BATCH = 1000  # process watches a pass forgets at most
@@ -181,23 +182,31 @@ class Monitors:
 
     async def _claim(self, enqueue: Enqueue, moment: datetime) -> int:
         """Claim every slot due within ``CLAIM_AHEAD`` and enqueue their checks, a message per
-        hundred, each slot with its monitor's spec and state. The worker waits for each slot to
-        the millisecond, so the clock need not wake for every one. A claimed slot moves to the
-        next slot ahead, so after downtime a monitor gets one check, never a burst."""
+        ``CHECKS_PER_MESSAGE``, each slot with its monitor's spec (as the row's JSON text: the
+        clock has no use for it read) and state. The worker waits for each slot to the
+        millisecond, so the clock need not wake for every one. A claimed slot moves to the next
+        slot ahead, so after downtime a monitor gets one check, never a burst."""
         claimed, moves = [], []
+        interval = monitors.c.spec["interval_seconds"].as_integer()
         async with self.store.write() as conn:
             # Locked as read (FOR UPDATE on Postgres; SQLite has one writer): a second clock by
             # mistake waits, then finds these slots moved on and claims none of them twice.
             due = await conn.execute(
-                select(monitors.c.id, monitors.c.spec, monitors.c.next_check_at, monitors.c.state)
+                select(
+                    monitors.c.id,
+                    interval,
+                    cast(monitors.c.spec, Text),
+                    monitors.c.next_check_at,
+                    monitors.c.state,
+                )
                 .where(
                     monitors.c.paused.is_(False),
                     monitors.c.next_check_at <= moment + CLAIM_AHEAD,
                 )
                 .with_for_update()
             )
-            for monitor_id, spec, slot, state in due.all():
-                following = next_slot(monitor_id, spec["interval_seconds"], max(slot, moment))
+            for monitor_id, seconds, spec, slot, state in due.all():
+                following = next_slot(monitor_id, seconds, max(slot, moment))
                 moves.append({"monitor_id": monitor_id, "next_check_at": following})
                 claimed.append([monitor_id, slot.isoformat(), spec, state])
             if moves:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import logging
 from datetime import datetime
 
@@ -38,10 +40,10 @@ logger = logging.getLogger(__name__)
 # Seconds a success of a monitor that was up waits for others to share its transaction: the
 # transaction, not the row, is most of what recording costs (bench/monitors.py). Its last check
 # shows in /monitors that much later; nothing else waits on it.
-RECORD_EVERY = 5.0
+RECORD_EVERY = 15.0
 # A slot further ahead than this (the clock's claim window and a margin: clocks apart) is
 # checked then, not later.
-MAX_EARLY = 15.0
+MAX_EARLY = 40.0
 
 
 # On the default queue: it only starts the checks, and a queue of its own would add two more
@@ -58,11 +60,18 @@ async def check_monitors(due: list) -> dict:
 
 
 def slot_of(entry: list) -> tuple[int, datetime, MonitorSpec, bool]:
-    """A slot as the clock sends it: its monitor's id, the slot, the spec and whether the
-    monitor was up (a clock of an older release sends no state: taken as not up)."""
+    """A slot as the clock sends it: its monitor's id, the slot, the spec (its row's JSON text;
+    a clock of an older release sends it decoded) and whether the monitor was up (an older
+    clock sends no state: taken as not up)."""
     monitor_id, slot, spec, *state = entry
     was_up = state == [MonitorState.UP]
-    return monitor_id, datetime.fromisoformat(slot), MonitorSpec.from_json(spec), was_up
+    spec = _spec_of(spec) if isinstance(spec, str) else MonitorSpec.from_json(spec)
+    return monitor_id, datetime.fromisoformat(slot), spec, was_up
+
+
+@functools.lru_cache(maxsize=4096)  # the same text every interval: read once (specs are frozen)
+def _spec_of(text: str) -> MonitorSpec:
+    return MonitorSpec.from_json(json.loads(text))
 
 
 class _Batch:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import dramatiq
 from aiohttp import web
 
 from aegis.botapi.endpoint import EMULATOR_PREFIX, emulator_key
@@ -24,6 +23,7 @@ from emulator import DEFAULT_USER, EmulatorState
 from emulator.client import EmulatorClient
 from jobs import load_actors
 from jobs.worker.enqueue import make_enqueue
+from jobs.worker.threads import Worker
 from tests.helpers.ports import free_port
 
 OWNER_CHAT = DEFAULT_USER["id"]
@@ -99,7 +99,7 @@ async def running_web(
 
 @contextlib.contextmanager
 def running_worker(broker, threads: int = 2):
-    worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=50)
+    worker = Worker(broker, worker_threads=threads, worker_timeout=50)  # aegis's, as it runs
     worker.start()
     try:
         yield worker

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -90,3 +91,10 @@ def test_a_slot_says_whether_its_monitor_was_up_and_an_older_clock_s_says_not(ch
     assert checks.slot_of([14, slot, spec, "pending"])[3] is False
     monitor_id, when, read, was_up = checks.slot_of([14, slot, spec])  # no state: not up
     assert (monitor_id, when.isoformat(), read, was_up) == (14, slot, SPEC, False)
+
+
+def test_a_slot_s_spec_is_the_row_s_json_text_or_as_an_older_clock_sends_it_decoded(checks):
+    slot, text = now().isoformat(), json.dumps(SPEC.to_json())
+    assert checks.slot_of([14, slot, text, "up"])[2] == SPEC
+    assert checks.slot_of([14, slot, json.loads(text), "up"])[2] == SPEC
+    assert checks.slot_of([15, slot, text, "up"])[2] is checks.slot_of([14, slot, text])[2]
