@@ -64,8 +64,9 @@ AEGIS_AGENT = "aegis-monitor"  # jobs/monitors/probes/http.py's User-Agent
 SETTLE_SECONDS = 5.0  # after /healthz answers, before the idle figures
 CARD_GAP_SECONDS = 2.0  # between the monitors added to go down, for the card latency
 # After pausing them all, before the window off: the slots claimed ahead are checked and their
-# results recorded (CLAIM_AHEAD of bot/monitors/monitors.py, RECORD_EVERY of jobs/monitors/).
-PAUSE_SETTLE_SECONDS = 20.0
+# results recorded (CLAIM_AHEAD of bot/monitors/monitors.py, 30 s, then RECORD_EVERY of
+# jobs/monitors/checks.py, 15 s).
+PAUSE_SETTLE_SECONDS = 50.0
 
 
 def start_aegis(directory: Path, port: int, log: Path | None) -> subprocess.Popen:

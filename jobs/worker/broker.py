@@ -48,8 +48,9 @@ DELIVERY_OUTCOMES = (
     "lease_lost",
 )
 # How long a consumer with nothing in hand waits for a wake before it polls anyway: whole
-# seconds, as Redis before 6.0 reads BLPOP's timeout. A stopping worker waits on none.
-IDLE_WAIT_SECONDS = 1
+# seconds, as Redis before 6.0 reads BLPOP's timeout, and under the client's socket timeout
+# (jobs/worker/redis_client.py, 5 s). A stopping worker waits on none.
+IDLE_WAIT_SECONDS = 4
 WAKES_KEPT = 16  # a wake list nobody consumes (no worker running) stays this short
 _configured: RedisBroker | None = None
 
@@ -63,8 +64,10 @@ class WakingRedisBroker(RedisBroker):
     onto the queue's wake list, and a consumer with nothing in hand waits on that list (BLPOP)
     up to IDLE_WAIT_SECONDS (under the client's socket timeout) before it polls. A consumer
     holding messages (being processed, or delayed until their time) polls as before, so a
-    delayed message still leaves on time; a message put on a queue some other way (a dead or
-    stopped worker's, requeued by Dramatiq) waits at most that long.
+    delayed message still leaves on time. A worker that stops wakes the queues once it has put
+    back what it held, so another worker takes those at once; a message put on a queue some
+    other way (a dead worker's, requeued by Dramatiq once its heartbeat is a minute old) waits
+    at most IDLE_WAIT_SECONDS more.
     """
 
     stopping = False  # set while a worker of this broker shuts down: nothing waits then
@@ -105,13 +108,22 @@ class _WakingConsumer(_RedisConsumer):
 
 class _WakesOnShutdown(Middleware):
     """A worker shutting down wakes its waiting consumers, and none waits again until the next
-    worker boots: Dramatiq joins its consumer threads, and a wait would hold that up."""
+    worker boots: Dramatiq joins its consumer threads, and a wait would hold that up. Once it
+    has put the messages it held back on their queues, it wakes the queues again, for the
+    workers of other processes."""
 
     def before_worker_boot(self, broker, worker) -> None:
         broker.stopping = False
 
     def before_worker_shutdown(self, broker, worker) -> None:
         broker.stopping = True
+        self._wake_all(broker)
+
+    def after_worker_shutdown(self, broker, worker) -> None:
+        self._wake_all(broker)
+
+    @staticmethod
+    def _wake_all(broker) -> None:
         for queue_name in broker.get_declared_queues():
             broker.wake(queue_name)
             broker.wake(dq_name(queue_name))

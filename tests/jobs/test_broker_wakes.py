@@ -1,6 +1,6 @@
 """The broker's idle consumers wait on Redis for a wake instead of polling (jobs/worker/broker.py):
-a message sent wakes one at once, a worker stopping wakes them all, and a wake list nobody
-reads stays short. The waits are made long here (a minute), so a message that got through, or
+a message sent wakes one at once, a worker stopping wakes them all and then wakes another
+process's for what it handed back, and a wake list nobody reads stays short. The waits are made long here (a minute), so a message that got through, or
 a worker that stopped, did so through a wake and not through a wait running out."""
 
 from __future__ import annotations
@@ -94,3 +94,48 @@ def test_the_wake_list_stays_short_while_no_worker_reads_it(waking_broker):
     key = f"{waking_broker.namespace}:default.wake"
     assert waking_broker.client.llen(key) == WAKES_KEPT
     assert waking_broker.client.llen(f"{waking_broker.namespace}:default") == WAKES_KEPT * 3
+
+
+def test_a_message_a_stopping_worker_held_is_taken_by_another_worker_at_once(
+    waking_broker, redis_server_url
+):
+    """Two processes' workers on one queue: what the one stopping had fetched but not started
+    goes back on the queue, and the other's consumers, waiting on the wake list, take it."""
+    release, started = threading.Event(), threading.Event()
+    taken: list[str] = []
+
+    def busy(word: str) -> None:
+        started.set()
+        release.wait(30)
+
+    dramatiq.actor(busy, broker=waking_broker, actor_name="handed_probe", max_retries=0)
+    other_client = redis.Redis.from_url(
+        redis_server_url, socket_timeout=LONG_WAIT + 5, client_name=waking_broker.namespace
+    )
+    other = WakingRedisBroker(client=other_client, namespace=waking_broker.namespace)
+    other.add_middleware(_WakesOnShutdown())
+    other_ran = threading.Event()
+
+    def note(word: str) -> None:
+        taken.append(word)
+        other_ran.set()
+
+    dramatiq.actor(note, broker=other, actor_name="handed_probe", max_retries=0)
+    try:
+        with running_worker(waking_broker, threads=1) as stopping:
+            waking_broker.get_actor("handed_probe").send("first")
+            assert started.wait(10)
+            waking_broker.get_actor("handed_probe").send("second")  # fetched, not started
+            assert _until(lambda: stopping.work_queue.qsize() == 1)
+            with running_worker(other):
+                assert _until(lambda: _waiting_consumers(waking_broker) >= 3)  # the other's two
+                stopper = threading.Thread(target=stopping.stop, daemon=True)
+                stopper.start()
+                assert _until(lambda: not stopping.workers[0].running)  # told while it works
+                release.set()
+                stopper.join(30)
+                stopping.stop = lambda: None  # stopped: running_worker's own stop does nothing
+                assert other_ran.wait(10), "the message handed back waited for a poll"
+    finally:
+        other_client.close()
+    assert taken == ["second"]
