@@ -1,7 +1,8 @@
 """The broker's idle consumers wait on Redis for a wake instead of polling (jobs/worker/broker.py):
 a message sent wakes one at once, a worker stopping wakes them all and then wakes another
-process's for what it handed back, and a wake list nobody reads stays short. The waits are made long here (a minute), so a message that got through, or
-a worker that stopped, did so through a wake and not through a wait running out."""
+process's for what it handed back, and a wake list nobody reads stays short. The waits are made
+long here (a minute), so a message that got through, or a worker that stopped, did so through a
+wake and not through a wait running out."""
 
 from __future__ import annotations
 
