@@ -1,10 +1,12 @@
 """Monitor checks on the worker.
 
-The clock sends the slots due within the next few seconds in ``check_monitors`` messages (each
+The clock sends the slots due within the next half minute in ``check_monitors`` messages (each
 slot with its monitor's spec and the state it was in). The actor starts every check on this
 worker's event loop as a task of its own that waits for its slot and probes under its own hard
 timeout, and it returns at once: a check may take its whole timeout (10 s by default), and a
-worker thread held that long would leave deliveries waiting behind a few stalled targets.
+worker thread held that long would leave deliveries waiting behind a few stalled targets. A
+command monitor's row is read again before its command runs: one removed, paused or changed
+since the claim is not run as it was.
 
 The results are recorded in batches, one transaction for all that finished within
 ``RECORD_EVERY``. A result that may be news (a failure, or any result of a monitor that was not
@@ -27,7 +29,7 @@ import dramatiq
 
 from aegis.botapi.endpoint import owner_chats
 from bot.errors import AegisError
-from bot.monitors.monitor import MonitorSpec, MonitorState
+from bot.monitors.monitor import MonitorKind, MonitorSpec, MonitorState
 from bot.monitors.monitors import Check
 from bot.timeutil import now
 from jobs.monitors import probe
@@ -93,6 +95,8 @@ class _Batch:
         early = (slot - now()).total_seconds()
         if early > 0:
             await asyncio.sleep(min(early, MAX_EARLY))
+        if spec.kind is MonitorKind.CMD and not await _still_wanted(platform, monitor_id, spec):
+            return
         result = await probe.check(spec)
         self.done.append((monitor_id, result, now()))
         if not (result.ok and was_up):  # it may cross a threshold, or end a state
@@ -107,6 +111,18 @@ class _Batch:
         while self.done:
             checks, self.done = self.done, []
             await _record(platform, checks)
+
+
+async def _still_wanted(platform, monitor_id: int, spec: MonitorSpec) -> bool:
+    """Whether a command monitor is still as the clock claimed its slot: not removed, paused
+    or changed in the half minute since. A command is run on the server, so what the owner
+    took away is never run once more; when the rows cannot be read, it is not run either."""
+    try:
+        monitor = await platform.monitors.get(monitor_id)
+    except AegisError as exc:
+        logger.warning("monitor #%d's command not run: its row is unreadable: %s", monitor_id, exc)
+        return False
+    return monitor is not None and not monitor.paused and monitor.spec == spec
 
 
 async def _record(platform, checks: list[Check]) -> None:

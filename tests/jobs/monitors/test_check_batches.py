@@ -5,13 +5,18 @@ at once, with what waited before it, in order."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import json
 from types import SimpleNamespace
 
 import pytest
 
-from bot.monitors.monitor import CheckResult, MonitorSpec
+from bot.chat.callbacks import CallbackSigner
+from bot.chat.outbox import Outbox
+from bot.monitors.incidents import Incidents
+from bot.monitors.monitor import CheckResult, MonitorKind, MonitorSpec
+from bot.monitors.monitors import Monitors
 from bot.timeutil import now
 from jobs import load_actors
 from tests.helpers.stack import make_settings
@@ -98,3 +103,42 @@ def test_a_slot_s_spec_is_the_row_s_json_text_or_as_an_older_clock_sends_it_deco
     assert checks.slot_of([14, slot, text, "up"])[2] == SPEC
     assert checks.slot_of([14, slot, json.loads(text), "up"])[2] == SPEC
     assert checks.slot_of([15, slot, text, "up"])[2] is checks.slot_of([14, slot, text])[2]
+
+
+@pytest.mark.parametrize("change", ["kept", "removed", "paused", "changed"])
+async def test_a_claimed_command_runs_only_if_its_monitor_is_still_as_claimed(
+    checks, store, tmp_path, change
+):
+    """The clock claims half a minute of slots ahead; a command the owner took away (or
+    paused, or changed) in the meantime is not run as it was."""
+    monitors = Monitors(store, Incidents(store, Outbox(store), CallbackSigner(b"k" * 32)))
+    mark = tmp_path / "ran"
+    spec = MonitorSpec("mark", MonitorKind.CMD, f"touch {mark}")
+    await monitors.reconcile([spec])  # as aegis.yaml declares it
+    claimed: list = []
+
+    async def enqueue(actor, due):
+        claimed.extend(due)
+
+    assert await monitors.enqueue_due(enqueue) == 1
+    [monitor] = await monitors.all()
+    if change == "removed":
+        await monitors.reconcile([])
+    elif change == "paused":
+        await monitors.pause(monitor.id, True)
+    elif change == "changed":
+        await monitors.reconcile([dataclasses.replace(spec, timeout_seconds=5.0)])
+    platform = SimpleNamespace(
+        monitors=monitors,
+        settings=SimpleNamespace(owner_ids={7}, uses_emulator=False),
+        monitor_agents=(),
+    )
+    batch = checks._Batch()
+    monitor_id, slot, claimed_spec, was_up = checks.slot_of(claimed[0])
+    batch.start(platform, monitor_id, slot, claimed_spec, was_up=was_up)
+    await asyncio.gather(*batch.running)
+    assert mark.exists() == (change == "kept")
+    if batch.flushing is not None:
+        await batch.flushing
+    checked = await monitors.get(monitor_id)
+    assert (checked is not None and checked.last_check_at is not None) == (change == "kept")
