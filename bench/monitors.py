@@ -283,13 +283,16 @@ async def measure(*groups: list[int], seconds: float) -> Window:
 
 async def pause_all(store: Store, paused: bool, interval: int) -> None:
     """Pause every monitor, or resume each at its next wall-clock slot, as aegis's own pause
-    does but for the slot: aegis's resume checks at once, which for all of them is a burst."""
+    does but for the slot: aegis's resume checks at once, which for all of them is a burst.
+    A resumed monitor counts as checked now: otherwise the minutes it was paused and the
+    minute to its slot make it stale, and the watchdog's card about that lands in the window."""
     moment = now()
+    resumed = {"last_check_at": moment}
     async with store.write() as conn:
         ids = (await conn.execute(select(monitors.c.id))).scalars().all()
         changes = [
             {"monitor_id": monitor_id, "paused": paused}
-            | ({} if paused else {"next_check_at": next_slot(monitor_id, interval, moment)})
+            | ({} if paused else resumed | {"next_check_at": next_slot(monitor_id, interval, moment)})
             for monitor_id in ids
         ]
         await conn.execute(MOVE_MANY, changes)

@@ -4,9 +4,9 @@ cards like a monitor's (bot/monitors/incidents.py), and closed when it is over.
 It looks for: schedules that have not run by ``max(2 × interval, interval + 15 min)`` (a
 stopped clock); an agent whose last three runs completed with zero effect (the completed no-op,
 a finding and not a success); outbox rows unsent for 15 minutes; cards undelivered for an hour;
-a model with failed calls and no success for a day (a silent provider outage); a monitor gone
-stale. It reads the numbers, never a status alone. Each pass also prunes what the monitors no
-longer need (``Monitors.prune``). It runs in the web process
+a model with failed calls and no success for a day (a silent provider outage); monitors gone
+stale (one card for all of them). It reads the numbers, never a status alone. Each pass also
+prunes what the monitors no longer need (``Monitors.prune``). It runs in the web process
 (aegis/web.py), apart from the clock and the broker, so a dead clock or worker is still seen.
 """
 
@@ -26,6 +26,7 @@ from bot.chat.outgoing import OWED
 from bot.interactions.interaction import OPEN
 from bot.monitors.incident import Incident, IncidentKind
 from bot.monitors.incidents import Asked
+from bot.monitors.monitor import Monitor
 from bot.monitors.monitors import Monitors
 from bot.store.tables import (
     agent_runs,
@@ -44,11 +45,12 @@ UNDELIVERED_CARD_FOR = timedelta(hours=1)
 MODEL_SILENT_FOR = timedelta(days=1)
 NO_EFFECT_RUNS = 3
 RUNS_READ = 500  # the latest ended runs read for the zero-effect streaks
+STALE_NAMES_SHOWN = 10  # of the stale monitors, by name, in their one card
 
 
 @dataclass(frozen=True)
 class Finding:
-    key: str  # one open incident per key: "schedules", "no-effect:scout", "stale:3" …
+    key: str  # one open incident per key: "schedules", "no-effect:scout", "monitors-stale" …
     title: str
     detail: str
 
@@ -98,20 +100,30 @@ class Watchdog:
                 *await _undelivered_cards(conn, moment),
                 *await _silent_models(conn, moment),
             ]
-        return found + [
-            Finding(
-                f"stale:{monitor.id}",
-                f"Monitor {monitor.name} is stale",
-                f"not checked since {short_time(monitor.last_check_at or monitor.created_at)}",
-            )
-            for monitor in await self.monitors.stale(moment)
-        ]
+        return found + _stale(await self.monitors.stale(moment))
 
     async def _open_in(self, conn) -> list[Incident]:
         query = select(incidents).where(
             incidents.c.kind == IncidentKind.WATCHDOG, incidents.c.closed_at.is_(None)
         )
         return [Incident.from_row(row) for row in (await conn.execute(query)).all()]
+
+
+def _stale(monitors: list[Monitor]) -> list[Finding]:
+    """One finding for every stale monitor at once: what stops them all (a stopped worker or
+    clock) would otherwise send a card per monitor, hundreds at a second's pace."""
+    if not monitors:
+        return []
+    oldest = min(monitor.last_check_at or monitor.created_at for monitor in monitors)
+    since = f"not checked since {short_time(oldest)}"
+    if len(monitors) == 1:
+        return [Finding("monitors-stale", f"Monitor {monitors[0].name} is stale", since)]
+    names = sorted(monitor.name for monitor in monitors)
+    shown = ", ".join(names[:STALE_NAMES_SHOWN])
+    if len(names) > STALE_NAMES_SHOWN:
+        shown += f" and {len(names) - STALE_NAMES_SHOWN} more"
+    detail = f"{shown}: {since}. Are aegis clock and worker running?"
+    return [Finding("monitors-stale", f"{len(names)} monitors are stale", detail)]
 
 
 async def _late_schedules(conn, moment: datetime) -> list[Finding]:

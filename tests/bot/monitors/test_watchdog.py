@@ -123,6 +123,25 @@ async def test_a_stale_monitor_raises_a_card(watchdog, store):
     assert card.startswith("⚠️ Monitor db is stale")
 
 
+async def test_many_stale_monitors_raise_one_card_until_none_is_stale(watchdog, store):
+    """A stopped worker makes every monitor stale at once: one card, not one each."""
+    monitors = watchdog.monitors
+    made = [
+        (await monitors.watch(MonitorSpec(f"m{n:02}", MonitorKind.TCP, f"h{n}.test:80")))[0]
+        for n in range(12)
+    ]
+    later = made[-1].created_at + timedelta(minutes=4)
+    summary = await watchdog.watch(CHAT, later)
+    assert summary["findings"] == 1 and summary["incidents_opened"] == 1
+    [card] = await cards(store)
+    assert card.splitlines()[0] == "⚠️ 12 monitors are stale"
+    assert "m00, m01" in card and "m09 and 2 more" in card and "m10" not in card
+    assert (await watchdog.watch(CHAT, later + timedelta(minutes=1)))["incidents_opened"] == 0
+    for monitor in made:
+        await monitors.record(monitor.id, CheckResult(True, 1.0), chat_id=None, moment=later)
+    assert (await watchdog.watch(CHAT, later + timedelta(minutes=2)))["incidents_closed"] == 1
+
+
 async def test_stale_picks_by_each_monitors_own_interval_and_skips_paused_ones(watchdog):
     monitors = watchdog.monitors
     made = {}
