@@ -287,15 +287,18 @@ async def pause_all(store: Store, paused: bool, interval: int) -> None:
     A resumed monitor counts as checked now: otherwise the minutes it was paused and the
     minute to its slot make it stale, and the watchdog's card about that lands in the window."""
     moment = now()
-    resumed = {"last_check_at": moment}
     async with store.write() as conn:
         ids = (await conn.execute(select(monitors.c.id))).scalars().all()
         changes = [
             {"monitor_id": monitor_id, "paused": paused}
-            | ({} if paused else resumed | {"next_check_at": next_slot(monitor_id, interval, moment)})
+            | ({} if paused else _resumed(monitor_id, interval, moment))
             for monitor_id in ids
         ]
         await conn.execute(MOVE_MANY, changes)
+
+
+def _resumed(monitor_id: int, interval: int, moment) -> dict:
+    return {"last_check_at": moment, "next_check_at": next_slot(monitor_id, interval, moment)}
 
 
 async def cards_seen(args, config: Path, target_url: str, data_dir: Path, port: int) -> dict:
