@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import aiohttp
@@ -67,6 +68,7 @@ CARD_GAP_SECONDS = 2.0  # between the monitors added to go down, for the card la
 # results recorded (CLAIM_AHEAD of bot/monitors/monitors.py, 30 s, then RECORD_EVERY of
 # jobs/monitors/checks.py, 15 s).
 PAUSE_SETTLE_SECONDS = 50.0
+RESUME_AHEAD = timedelta(seconds=2)  # two of the clock's turns (TURN_SECONDS of aegis/clock.py)
 
 
 def start_aegis(directory: Path, port: int, log: Path | None) -> subprocess.Popen:
@@ -235,6 +237,9 @@ async def bench(args, directory: Path) -> tuple[Side, Side, float, list[float]]:
                 raise RuntimeError(f"{process.args[1:3]} exited with {process.returncode}")
         await asyncio.sleep(2)  # checks of slots just before the end arrive now
         stamps = await fetch_log(target_url)
+        if args.stamps:
+            windows = [each.on.window for each in rounds]
+            args.stamps.write_text(json.dumps({"stamps": stamps, "ids": ids, "windows": windows}))
         seen = await cards_seen(args, config, target_url, data_dir, port)
         crossed: dict[int, float] = {}  # the first (failing) check of each: it crosses
         for at, n, _ in await fetch_log(target_url):
@@ -298,7 +303,10 @@ async def pause_all(store: Store, paused: bool, interval: int) -> None:
 
 
 def _resumed(monitor_id: int, interval: int, moment) -> dict:
-    return {"last_check_at": moment, "next_check_at": next_slot(monitor_id, interval, moment)}
+    # A slot less than a clock turn away could not be claimed in time (aegis's own resume
+    # checks at once instead): the first slot is one at least RESUME_AHEAD away.
+    following = next_slot(monitor_id, interval, moment + RESUME_AHEAD)
+    return {"last_check_at": moment, "next_check_at": following}
 
 
 async def cards_seen(args, config: Path, target_url: str, data_dir: Path, port: int) -> dict:
@@ -367,6 +375,12 @@ async def main() -> None:
     )
     parser.add_argument("--aegis-log", type=Path, help="keep aegis up's stderr in this file")
     parser.add_argument("--baseline-log", type=Path, help="keep the baseline's stderr here")
+    parser.add_argument(
+        "--stamps",
+        type=Path,
+        help="write every request the target saw (arrival, n, agent), aegis's ids of the n and "
+        "the measured windows to this file, as JSON",
+    )
     args = parser.parse_args()
     if args.interval < 10:
         parser.error("aegis accepts intervals of 10 s at least")
