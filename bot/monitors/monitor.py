@@ -27,7 +27,12 @@ DEFAULT_RECOVER_AFTER = 2
 DEFAULT_REMIND_EVERY = 4 * 3600
 MIN_REMIND_EVERY = 5 * 60
 DEFAULT_WARN_DAYS = 14
-STALE_AFTER_INTERVALS = 3  # no check for this many intervals: the monitor is stale
+STALE_AFTER_INTERVALS = 3  # no check for this many intervals (and the grace): it is stale
+# What the workers may hold a check back by on its way to the row: the slots the clock claims
+# ahead (CLAIM_AHEAD of bot/monitors/monitors.py) and the successes batched before they are
+# written (RECORD_EVERY of jobs/monitors/checks.py). A worker restarted loses those, and a
+# monitor of 10 s would read stale at each ordinary restart without it.
+STALE_GRACE = timedelta(seconds=45)
 
 
 class MonitorKind(enum.StrEnum):
@@ -234,8 +239,9 @@ class Monitor:
         return self.counters.state
 
     def is_stale(self, moment: datetime) -> bool:
-        """No check for ``STALE_AFTER_INTERVALS`` intervals while it should have been checked."""
+        """No check for ``STALE_AFTER_INTERVALS`` intervals and ``STALE_GRACE`` while it should
+        have been checked."""
         if self.paused:
             return False
         since = self.last_check_at or self.created_at
-        return moment - since > STALE_AFTER_INTERVALS * self.spec.interval
+        return moment - since > STALE_AFTER_INTERVALS * self.spec.interval + STALE_GRACE

@@ -1,7 +1,7 @@
 """Monitors: the rows, what declares them (chat, aegis.yaml, an agent), their slots, and what
 the owner's buttons do to them.
 
-The clock claims the slots due within the next few seconds (its part, ``due()``: rows read
+The clock claims the slots due within the next half minute (its part, ``due()``: rows read
 locked so a second clock by mistake claims none twice) and sends them to the workers with their
 specs; a worker probes and hands the results to ``record_many``, which bot/monitors/checks.py
 carries out: the verdict (bot/monitors/monitor.py), and the incident it opens, reminds about or
@@ -25,6 +25,7 @@ from bot.monitors.checks import MOVE_MANY, Check, Checks, subjects
 from bot.monitors.incidents import Asked, Incidents
 from bot.monitors.monitor import (
     STALE_AFTER_INTERVALS,
+    STALE_GRACE,
     CheckResult,
     Monitor,
     MonitorSpec,
@@ -47,7 +48,7 @@ CHECKS_PER_MESSAGE = 250  # the due slots of one claim go to the workers in mess
 # change. What it costs: a worker lost loses at most those seconds of checks (the next slots
 # check again), and a monitor changed or removed may be checked once more as it was.
 WAKE_AHEAD = timedelta(seconds=1)
-CLAIM_AHEAD = timedelta(seconds=30)
+CLAIM_AHEAD = timedelta(seconds=30)  # with RECORD_EVERY, in STALE_GRACE of bot/monitors/monitor.py
 KEEP_HOURS = timedelta(days=8)  # uptime rows: the 7 days /monitors shows, and a day's margin
 KEEP_WATCHES = timedelta(days=30)  # process watches, once over
 PRUNE_BATCH = 1000  # process watches a pass forgets at most
@@ -276,7 +277,8 @@ class Monitors:
             late = [
                 and_(
                     interval == seconds,
-                    since < moment - timedelta(seconds=seconds * STALE_AFTER_INTERVALS),
+                    since
+                    < moment - timedelta(seconds=seconds * STALE_AFTER_INTERVALS) - STALE_GRACE,
                 )
                 for seconds in intervals.all()
             ]

@@ -42,14 +42,14 @@ logger = logging.getLogger(__name__)
 # Seconds a success of a monitor that was up waits for others to share its transaction: the
 # transaction, not the row, is most of what recording costs (bench/monitors.py). Its last check
 # shows in /monitors that much later; nothing else waits on it.
-RECORD_EVERY = 15.0
+RECORD_EVERY = 15.0  # with CLAIM_AHEAD, in STALE_GRACE of bot/monitors/monitor.py
 # A slot further ahead than this (the clock's claim window and a margin: clocks apart) is
 # checked then, not later.
 MAX_EARLY = 40.0
 
 
 # On the default queue: it only starts the checks, and a queue of its own would add two more
-# consumers polling Redis ten times a second each, for ever (aegis/processes.py).
+# consumers to every worker, each waking to poll Redis every few seconds (jobs/worker/broker.py).
 @dramatiq.actor(queue_name="default", max_retries=0)
 async def check_monitors(due: list) -> dict:
     """Start the checks of these slots (``[monitor id, slot, spec, state]`` each) and return."""

@@ -52,6 +52,10 @@ DELIVERY_OUTCOMES = (
 # (jobs/worker/redis_client.py, 5 s). A stopping worker waits on none.
 IDLE_WAIT_SECONDS = 4
 WAKES_KEPT = 16  # a wake list nobody consumes (no worker running) stays this short
+# Of a million commands to Redis, how many also run Dramatiq's maintenance, which puts a dead
+# worker's messages back on their queue once its heartbeat is a minute old. Dramatiq's 1000 was
+# set for consumers polling ten times a second; an idle aegis sends about one fetch a second.
+MAINTENANCE_CHANCE = 50_000
 _configured: RedisBroker | None = None
 
 
@@ -66,11 +70,15 @@ class WakingRedisBroker(RedisBroker):
     holding messages (being processed, or delayed until their time) polls as before, so a
     delayed message still leaves on time. A worker that stops wakes the queues once it has put
     back what it held, so another worker takes those at once; a message put on a queue some
-    other way (a dead worker's, requeued by Dramatiq once its heartbeat is a minute old) waits
-    at most IDLE_WAIT_SECONDS more.
+    other way (a dead worker's, put back by the maintenance that one command in twenty runs,
+    once that worker's heartbeat is a minute old) waits at most IDLE_WAIT_SECONDS more.
     """
 
     stopping = False  # set while a worker of this broker shuts down: nothing waits then
+
+    def __init__(self, **options) -> None:
+        options.setdefault("maintenance_chance", MAINTENANCE_CHANCE)
+        super().__init__(**options)
 
     @property
     def consumer_class(self):

@@ -35,10 +35,19 @@ _WAKE = _Wake()
 
 class _WorkQueue(PriorityQueue):
     """Dramatiq's work queue, which also carries wakes: a thread waiting for work that gets one
-    is told the queue is empty, and goes back to its loop, where it sees it is to stop."""
+    is told the queue is empty, and goes back to its loop, where it sees it is to stop.
+
+    Dramatiq tells its threads to stop one after the other, so a thread not yet told may take
+    the wake meant for one that was, and wait again. Each wake is therefore one for every
+    thread: after the last thread is told, each is sure to find one."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__()
+        self.threads = threads
 
     def wake(self) -> None:
-        self.put(_WAKE)
+        for _ in range(self.threads):
+            self.put(_WAKE)
 
     def get(self, block: bool = True, timeout: float | None = None):
         while True:
@@ -72,7 +81,8 @@ class Worker(dramatiq.Worker):
 
     def __init__(self, broker: dramatiq.Broker, **options) -> None:
         super().__init__(broker, **options)
-        self.work_queue = _WorkQueue()  # before start(): the threads and consumers share it
+        # Before start(): the threads and the consumers share it.
+        self.work_queue = _WorkQueue(self.worker_threads)
 
     def _add_worker(self) -> None:
         # Dramatiq's own, but for the class of the thread.

@@ -56,14 +56,18 @@ def test_a_stop_waits_for_the_job_running_and_the_thread_takes_nothing_more(waki
     actor = dramatiq.actor(slow, broker=waking_broker, actor_name="slow_probe", max_retries=0)
     worker = Worker(waking_broker, worker_threads=1, worker_timeout=50)
     worker.start()
-    actor.send("first")
-    assert started.wait(10)
-    actor.send("second")  # taken from Redis into the worker's queue while the first runs
-    assert _until(lambda: worker.work_queue.qsize() == 1)
     stopping = threading.Thread(target=worker.stop, kwargs={"timeout": 30_000}, daemon=True)
-    stopping.start()
-    assert _until(lambda: not worker.workers[0].running)  # told to stop while it works
-    release.set()
+    try:
+        actor.send("first")
+        assert started.wait(10)
+        actor.send("second")  # taken from Redis into the worker's queue while the first runs
+        assert _until(lambda: worker.work_queue.qsize() == 1)
+        stopping.start()
+        assert _until(lambda: not worker.workers[0].running)  # told to stop while it works
+    finally:
+        release.set()
+        if stopping.ident is None:
+            worker.stop(timeout=30_000)  # a step above failed before the stop began
     stopping.join(40)
     assert not stopping.is_alive() and not worker.workers[0].is_alive()
     assert calls == ["first"]  # the second went back to Redis, for the next worker
@@ -72,7 +76,7 @@ def test_a_stop_waits_for_the_job_running_and_the_thread_takes_nothing_more(waki
 
 
 def test_a_wake_comes_before_any_message_and_is_passed_over_when_the_queue_is_emptied():
-    queue = _WorkQueue()
+    queue = _WorkQueue(threads=1)
     queue.put(_WorkQueueItem(0, "message"))
     queue.wake()
     with pytest.raises(Empty):  # a thread waiting for work: woken, and takes nothing
@@ -88,3 +92,15 @@ def test_a_wake_comes_before_any_message_and_is_passed_over_when_the_queue_is_em
             emptied.append(queue.get_nowait().message)
     assert emptied == ["sooner", "later"]
     assert queue.unfinished_tasks == 3  # the wakes counted done; the messages are the takers'
+
+
+def test_a_wake_taken_by_a_thread_not_yet_stopping_leaves_one_for_each_other_thread():
+    """Dramatiq tells its threads to stop one by one: one not yet told may take a wake first."""
+    queue = _WorkQueue(threads=3)
+    queue.wake()  # the first thread is told to stop
+    with pytest.raises(Empty):
+        queue.get(timeout=AN_HOUR)  # taken by another thread, which waits again
+    assert queue.qsize() == 2  # the first thread, and the third, each still find one
+    for _ in range(2):
+        with pytest.raises(Empty):
+            queue.get(timeout=AN_HOUR)
