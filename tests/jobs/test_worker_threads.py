@@ -13,7 +13,7 @@ from dramatiq.worker import _WorkQueueItem
 
 from jobs.worker import threads
 from jobs.worker.threads import Worker, _WorkQueue
-from tests.jobs.test_broker_wakes import _actor, _until, waking_broker  # noqa: F401 (a fixture)
+from tests.helpers.wakes import noting_actor, until
 
 AN_HOUR = 3600.0
 
@@ -23,8 +23,8 @@ def _waits_an_hour(monkeypatch):
     monkeypatch.setattr(threads, "IDLE_WAIT_SECONDS", AN_HOUR)
 
 
-def test_an_idle_worker_runs_what_is_sent_and_stops_at_once(waking_broker):  # noqa: F811
-    actor, calls, ran = _actor(waking_broker, "thread_probe")
+def test_an_idle_worker_runs_what_is_sent_and_stops_at_once(waking_broker):
+    actor, calls, ran = noting_actor(waking_broker, "thread_probe")
     worker = Worker(waking_broker, worker_threads=3, worker_timeout=50)
     worker.start()
     try:
@@ -44,7 +44,7 @@ def test_an_idle_worker_runs_what_is_sent_and_stops_at_once(waking_broker):  # n
     )
 
 
-def test_a_stop_waits_for_the_job_running_and_the_thread_takes_nothing_more(waking_broker):  # noqa: F811
+def test_a_stop_waits_for_the_job_running_and_the_thread_takes_nothing_more(waking_broker):
     release = threading.Event()
     started, calls = threading.Event(), []
 
@@ -61,9 +61,9 @@ def test_a_stop_waits_for_the_job_running_and_the_thread_takes_nothing_more(waki
         actor.send("first")
         assert started.wait(10)
         actor.send("second")  # taken from Redis into the worker's queue while the first runs
-        assert _until(lambda: worker.work_queue.qsize() == 1)
+        assert until(lambda: worker.work_queue.qsize() == 1)
         stopping.start()
-        assert _until(lambda: not worker.workers[0].running)  # told to stop while it works
+        assert until(lambda: not worker.workers[0].running)  # told to stop while it works
     finally:
         release.set()
         if stopping.ident is None:
